@@ -1,0 +1,220 @@
+"""The `zkqueue` command: prove / verify / export-vk (groth16.cli) plus the queue:
+submit, wait, status, cancel, worker and demo.
+
+Exit codes: 0 success, 1 a job failed, was cancelled or timed out (verify: invalid proof),
+2 bad input or configuration. Errors are one line on stderr, never a traceback.
+Settings come from flags, then ZKQUEUE_REDIS_URL / ZKQUEUE_STORE_URL, then defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, new_parser, run_command
+
+from .errors import BadRequest, ConfigError, JobCancelled, JobFailed, JobNotFound, WaitTimeout
+
+QUEUE_INPUT_ERRORS = (BadRequest, ConfigError, JobNotFound)
+
+
+def _settings(args):
+    from .settings import Settings
+    return Settings.from_env(redis_url=args.redis_url, store_url=args.store_url)
+
+
+def _client(args):
+    from .client import Client
+    return Client(settings=_settings(args))
+
+
+def write_result(result, out_dir: Path) -> None:
+    """DIR/proof_<i>.json and DIR/public_<i>.json for every partition, as snarkjs writes them."""
+    from groth16.formats.jsonfiles import write_json
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for p in result.partitions:
+        write_json(out_dir / f"proof_{p.index}.json", p.proof)
+        write_json(out_dir / f"public_{p.index}.json", p.public_signals)
+
+
+def _wait_and_write(job, args) -> int:
+    from .progress import Progress
+    progress = None if args.quiet else Progress()
+    try:
+        result = job.wait(args.timeout, progress=progress)
+    except (JobFailed, JobCancelled, WaitTimeout) as exc:
+        if progress:
+            progress.done()
+        print(f"zkqueue: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if progress:
+        progress.done()
+    if args.out:
+        write_result(result, Path(args.out))
+    t = result.timings_s
+    print(f"job {job.id}: done, {len(result.partitions)} verified proofs"
+          + (f" in {args.out}" if args.out else "")
+          + f" (total {t.get('total_s', 0):.2f} s, queued {t.get('queued_s', 0):.3f} s, "
+            f"prove {t.get('prove_s', 0):.2f} s, verify {t.get('verify_s', 0):.3f} s)")
+    for bad in result.bad_workers:
+        print(f"  note: partition {bad['index']} was re-proved: {bad['reason']} from worker {bad['worker']}"
+              f" ({bad.get('fingerprint', {}).get('host')}, build {bad.get('fingerprint', {}).get('build')})")
+    return EXIT_OK
+
+
+def cmd_submit(args) -> int:
+    with _client(args) as client:
+        job = client.submit(args.zkey, args.witnesses, priority=args.priority, request_id=args.request_id)
+        if not args.wait:
+            print(job.id)
+            return EXIT_OK
+        print(f"submitted job {job.id} ({len(args.witnesses)} partitions)", file=sys.stderr)
+        return _wait_and_write(job, args)
+
+
+def cmd_wait(args) -> int:
+    with _client(args) as client:
+        return _wait_and_write(client.job(args.job), args)
+
+
+def _status_dict(st) -> dict:
+    return {"job": st.job_id, "state": st.state.value, "priority": st.priority.value,
+            "partitions": [{"index": p.index, "state": p.state.value, "attempts": p.attempts,
+                            "worker": p.worker, "timings_s": p.timings_s} for p in st.partitions],
+            "timings_s": st.timings_s, "error": st.error, "bad_workers": st.bad_workers,
+            "request_id": st.request_id}
+
+
+def cmd_status(args) -> int:
+    from .progress import summary
+    with _client(args) as client:
+        if args.job:
+            st = client.job(args.job).status()
+            if args.json:
+                print(json.dumps(_status_dict(st), indent=1))
+                return EXIT_OK
+            print(summary(st))
+            if st.error:
+                print(f"  error: {st.error}")
+            for p in st.partitions:
+                t = " ".join(f"{k}={v:.3f}" for k, v in p.timings_s.items())
+                print(f"  partition {p.index}: {p.state.value}, {p.attempts} attempt(s)"
+                      f"{', worker ' + p.worker if p.worker else ''}{'  ' + t if t else ''}")
+            for bad in st.bad_workers:
+                print(f"  invalid proof of partition {bad['index']} from worker {bad['worker']}: {bad['reason']}")
+            return EXIT_OK
+        jobs = client.recent_jobs(args.limit)
+        workers = client.workers()
+        if args.json:
+            print(json.dumps({"jobs": [_status_dict(s) for s in jobs], "workers": workers}, indent=1))
+            return EXIT_OK
+        print(f"{len(workers)} live worker(s)")
+        for w in workers:
+            fp = w.get("fingerprint", {})
+            print(f"  {w['worker']}: {fp.get('backend')} on {fp.get('device_name')} ({fp.get('host')}), "
+                  f"kernels {fp.get('kernel_hash')}")
+        for st in jobs:
+            print(summary(st) + (f" - {st.error}" if st.error else ""))
+        return EXIT_OK
+
+
+def cmd_cancel(args) -> int:
+    with _client(args) as client:
+        if client.job(args.job).cancel():
+            print(f"job {args.job} cancelled")
+        else:
+            print(f"job {args.job} was already over")
+    return EXIT_OK
+
+
+def cmd_worker(args) -> int:
+    settings = _settings(args)   # checked here, so a bad setting fails before any process starts
+    os.environ["ZKQUEUE_REDIS_URL"] = settings.redis_url
+    os.environ["ZKQUEUE_STORE_URL"] = settings.store_url
+    # The supervisor is the worker runtime's entry point; the library modules of
+    # `coordinator` never import `workers`.
+    from workers import spawn
+    try:
+        return spawn.run(args.cpu, threads=args.threads, backend=args.backend)
+    except LookupError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def cmd_demo(args) -> int:
+    from . import demo
+    return demo.run(_settings(args), timeout_s=args.timeout)
+
+
+def add_queue_commands(sub) -> None:
+    """Registers submit, wait, status, cancel, worker and demo."""
+    from .jobs import Priority
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--redis-url", default=None, help="default: $ZKQUEUE_REDIS_URL or redis://127.0.0.1:6379/0")
+    common.add_argument("--store-url", default=None,
+                        help="artifact store, any fsspec URL (default: $ZKQUEUE_STORE_URL or a local directory)")
+
+    waiting = argparse.ArgumentParser(add_help=False)
+    waiting.add_argument("--out", help="write DIR/proof_<i>.json and DIR/public_<i>.json")
+    waiting.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: forever)")
+    waiting.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+    s = sub.add_parser("submit", parents=[common, waiting], help="queue a proving job: one partition per witness")
+    s.add_argument("zkey")
+    s.add_argument("witnesses", nargs="+")
+    s.add_argument("--wait", action="store_true", help="wait for the verified proofs")
+    s.add_argument("--priority", choices=[p.value for p in Priority], default="normal")
+    s.add_argument("--request-id", default=None, help="idempotency key: the same id returns the same job")
+    s.set_defaults(func=cmd_submit)
+
+    w = sub.add_parser("wait", parents=[common, waiting], help="wait for a job and write its proofs")
+    w.add_argument("job")
+    w.set_defaults(func=cmd_wait)
+
+    st = sub.add_parser("status", parents=[common], help="a job's status, or recent jobs and live workers")
+    st.add_argument("job", nargs="?")
+    st.add_argument("--json", action="store_true")
+    st.add_argument("--limit", type=int, default=20)
+    st.set_defaults(func=cmd_status)
+
+    c = sub.add_parser("cancel", parents=[common], help="cancel a job")
+    c.add_argument("job")
+    c.set_defaults(func=cmd_cancel)
+
+    wk = sub.add_parser("worker", parents=[common],
+                        help="run one worker process per GPU (pynvml), or --cpu N CPU workers")
+    wk.add_argument("--cpu", type=int, default=None, metavar="N", help="N CPU worker processes instead of GPUs")
+    wk.add_argument("--threads", type=int, default=None, help="backend threads per worker (CPU)")
+    wk.add_argument("--backend", choices=("cpu", "cuda"), default=None)
+    wk.set_defaults(func=cmd_worker)
+
+    d = sub.add_parser("demo", parents=[common],
+                       help="prove a bundled 4-partition job on 2 local CPU workers (starts Redis if needed)")
+    d.add_argument("--timeout", type=float, default=300.0)
+    d.set_defaults(func=cmd_demo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, sub = new_parser()
+    add_commands(sub)
+    add_queue_commands(sub)
+    args = parser.parse_args(argv)
+    try:
+        return run_command(args, input_errors=QUEUE_INPUT_ERRORS)
+    except Exception as exc:
+        # Redis or the store unreachable, or a queue error that is not the input's fault.
+        from kombu.exceptions import OperationalError
+        from redis import RedisError
+
+        from .errors import ZkqueueError
+        if isinstance(exc, (ZkqueueError, RedisError, OperationalError)):
+            print(f"zkqueue: error: {exc}", file=sys.stderr)
+            return EXIT_INVALID
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

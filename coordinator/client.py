@@ -1,0 +1,258 @@
+"""What client code imports: Client.submit -> Job; Job.wait / status / cancel."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable
+
+import redis
+
+from . import keys
+from .errors import BadRequest, JobCancelled, JobFailed, JobNotFound, WaitTimeout
+from .jobs import (JobResult, JobState, JobStatus, PartitionResult, PartitionStatus, Priority,
+                   SlotState)
+from .keys import FINALIZE_SLOT
+from .scheduler import Scheduler
+from .settings import Settings
+from .store import ArtifactStore
+
+log = logging.getLogger("zkqueue.client")
+
+
+def _s(v) -> str | None:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _f(v) -> float | None:
+    return float(v) if v not in (None, b"", "") else None
+
+
+class Client:
+    """Submits proof requests and finds jobs.
+
+    `redis_url` and `store_url` default to ZKQUEUE_REDIS_URL / ZKQUEUE_STORE_URL (then
+    redis://127.0.0.1:6379/0 and a local directory).
+    """
+
+    def __init__(self, redis_url: str | None = None, store_url: str | None = None, *,
+                 settings: Settings | None = None):
+        self.settings = settings or Settings.from_env(redis_url=redis_url, store_url=store_url)
+        self.scheduler = Scheduler(self.settings)
+        self.r = self.scheduler.r
+        self.store = ArtifactStore(self.settings.store_url)
+
+    def close(self) -> None:
+        self.scheduler.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def submit(self, zkey: str | Path, witnesses: Iterable[str | Path], *,
+               priority: Priority | str = Priority.NORMAL, request_id: str | None = None) -> "Job":
+        """Stores the key and witnesses (content addressed) and enqueues one partition per witness.
+
+        The same `request_id` again returns the first job, whatever the arguments.
+
+        Raises:
+            BadRequest: no witnesses, an unreadable file, or an unknown priority.
+            StoreError: the artifact store cannot be written.
+            redis.RedisError, kombu.exceptions.OperationalError: Redis cannot be reached.
+        """
+        try:
+            priority = Priority(priority)
+        except ValueError:
+            raise BadRequest(f"unknown priority {priority!r}", expected=[p.value for p in Priority],
+                             found=priority) from None
+        witnesses = list(witnesses)
+        if not witnesses:
+            raise BadRequest("a job needs at least one witness", expected=">= 1", found=0)
+        if request_id:
+            existing = self.r.get(keys.request(request_id))
+            if existing:
+                return Job(self, _s(existing))
+        zkey_sha = self.store.put_file(zkey)
+        witness_shas = [self.store.put_file(w) for w in witnesses]
+        job_id = uuid.uuid4().hex
+        out = self.scheduler.barrier.submit(job_id, request_id=request_id, priority=priority.value,
+                                            zkey_sha=zkey_sha, witness_shas=witness_shas)
+        if out.kind == "exists":
+            return Job(self, out.detail[0])
+        prio = priority.broker_priority
+        for i in range(len(witness_shas)):
+            self.scheduler.send(job_id, i, 1, priority=prio)
+        return Job(self, job_id)
+
+    def job(self, job_id: str) -> "Job":
+        """The job with this id.
+
+        Raises:
+            JobNotFound: no such job (never submitted, or expired).
+        """
+        if not self.r.exists(keys.job(job_id)):
+            raise JobNotFound(f"no job {job_id}", job_id=job_id)
+        return Job(self, job_id)
+
+    def recent_jobs(self, limit: int = 20) -> list[JobStatus]:
+        """Status of the most recently submitted jobs, newest first."""
+        ids = [_s(j) for j in self.r.zrevrange(keys.jobs(), 0, limit - 1)]
+        out = []
+        for job_id in ids:
+            try:
+                out.append(Job(self, job_id).status())
+            except JobNotFound:
+                self.r.zrem(keys.jobs(), job_id)
+        return out
+
+    def workers(self) -> list[dict]:
+        """Heartbeats of the live workers (worker id, fingerprint, pids, queue)."""
+        return self.scheduler.registry.live()
+
+
+class Job:
+    """A submitted job. Cheap to create; every call reads Redis."""
+
+    def __init__(self, client: Client, job_id: str):
+        self.client = client
+        self.id = job_id
+
+    def __repr__(self) -> str:
+        return f"Job({self.id})"
+
+    def status(self) -> JobStatus:
+        """The job's state, and each partition's state, attempts, worker, timings and events.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        r = self.client.r
+        rec = {_s(k): _s(v) for k, v in r.hgetall(keys.job(self.id)).items()}
+        if not rec:
+            raise JobNotFound(f"no job {self.id}", job_id=self.id)
+        n = int(rec["n"])
+        with r.pipeline(transaction=False) as p:
+            for i in range(n):
+                p.hgetall(keys.slot(self.id, i))
+            p.hgetall(keys.results(self.id))
+            p.lrange(keys.events(self.id), 0, -1)
+            p.lrange(keys.bad(self.id), 0, -1)
+            *slots, results, events, bad = p.execute()
+        results = {_s(k): json.loads(v) for k, v in results.items()}
+        events = [json.loads(e) for e in events]
+        created = float(rec["created_at"])
+        parts = []
+        for i, raw in enumerate(slots):
+            s = {_s(k): _s(v) for k, v in raw.items()}
+            res = results.get(str(i))
+            timings = dict(res["timings_s"]) if res else {}
+            if s.get("finished_at") and res:
+                timings["total_s"] = float(s["finished_at"]) - created
+            parts.append(PartitionStatus(
+                index=i, state=SlotState(s.get("state", "sending")), attempts=int(s.get("attempts", 0)),
+                worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
+                events=[e for e in events if str(e.get("slot")) == str(i)]))
+        return JobStatus(
+            job_id=self.id, state=JobState(rec["state"]), priority=Priority(rec["priority"]),
+            n_partitions=n, created_at=created, finished_at=_f(rec.get("finished_at")),
+            error=rec.get("error") or None, error_slot=rec.get("error_slot") or None, partitions=parts,
+            timings_s=self._timings(rec, created, list(results.values())),
+            bad_workers=[json.loads(b) for b in bad], request_id=rec.get("request_id") or None)
+
+    @staticmethod
+    def _timings(rec: dict, created: float, results: list[dict]) -> dict[str, float]:
+        t: dict[str, float] = {}
+        if rec.get("started_at"):
+            t["queued_s"] = float(rec["started_at"]) - created
+        if results:
+            t["key_load_s"] = sum(r["timings_s"].get("key_load_s", 0.0) for r in results)
+            t["prove_s"] = sum(r["timings_s"].get("prove_s", 0.0) for r in results)
+        if rec.get("verify_s"):
+            t["verify_s"] = float(rec["verify_s"])
+        if rec.get("finished_at"):
+            t["total_s"] = float(rec["finished_at"]) - created
+        return t
+
+    def cancel(self) -> bool:
+        """Cancels the job: queued partitions are dropped, running ones finish unrecorded.
+        False when it was already over.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        if not self.client.r.exists(keys.job(self.id)):
+            raise JobNotFound(f"no job {self.id}", job_id=self.id)
+        done = self.client.scheduler.barrier.cancel(self.id)
+        if done:
+            self.client.scheduler.expire_job(self.id)
+        return done
+
+    def wait(self, timeout_s: float | None = None, *,
+             progress: Callable[[JobStatus], None] | None = None) -> JobResult:
+        """Blocks until the job is done and returns every partition's verified proof.
+
+        `progress`, if given, is called with a fresh status on every change (and at least
+        every second).
+
+        Raises:
+            JobFailed: with the reason (naming the partition when one is to blame).
+            JobCancelled: the job was cancelled.
+            WaitTimeout: `timeout_s` passed first (the job goes on).
+            JobNotFound: no such job.
+        """
+        r = self.client.r
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        pubsub = r.pubsub(ignore_subscribe_messages=True)
+        # Subscribe before reading the state, so a change in between is not missed.
+        pubsub.subscribe(keys.notify(self.id))
+        try:
+            while True:
+                raw = r.hget(keys.job(self.id), "state")
+                if raw is None:
+                    raise JobNotFound(f"no job {self.id}", job_id=self.id)
+                state = JobState(_s(raw))
+                if progress is not None:
+                    progress(self.status())
+                if state.over:
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise WaitTimeout(f"job {self.id} is still {state.value} after {timeout_s:g} s",
+                                      job_id=self.id)
+                pubsub.get_message(timeout=min(1.0, left) if left is not None else 1.0)
+        finally:
+            pubsub.close()
+        return self.result()
+
+    def result(self) -> JobResult:
+        """The result of a job that is over.
+
+        Raises:
+            JobFailed, JobCancelled: as for wait(); JobFailed too when the job is not over yet.
+        """
+        st = self.status()
+        if st.state == JobState.FAILED:
+            raise JobFailed(st.error or "unknown reason", job_id=self.id, slot=st.error_slot)
+        if st.state == JobState.CANCELLED:
+            raise JobCancelled(f"job {self.id} was cancelled", job_id=self.id)
+        if st.state != JobState.DONE:
+            raise JobFailed(f"not finished ({st.state.value})", job_id=self.id)
+        results = {_s(k): json.loads(v) for k, v in self.client.r.hgetall(keys.results(self.id)).items()}
+        parts = []
+        for i in range(st.n_partitions):
+            res = results[str(i)]
+            timings = dict(res["timings_s"])
+            timings.update(st.partitions[i].timings_s)
+            parts.append(PartitionResult(index=i, proof=res["proof"], public_signals=res["public"],
+                                         fingerprint=res["fingerprint"], timings_s=timings,
+                                         worker=res["worker"], attempt=res["attempt"]))
+        return JobResult(job_id=self.id, partitions=parts, timings_s=st.timings_s,
+                         bad_workers=st.bad_workers)
+
+
+__all__ = ["Client", "Job", "FINALIZE_SLOT"]

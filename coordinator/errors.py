@@ -1,0 +1,77 @@
+"""The error tree of the queue (coordinator, tasks and workers raise these).
+
+As in groth16/errors.py, each error says whether retrying can help (`retryable`) and
+carries what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+
+class ZkqueueError(Exception):
+    """Base class of every error raised by the queue."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, expected: object = None, found: object = None):
+        self.expected = expected
+        self.found = found
+        super().__init__(message)
+
+
+class ConfigError(ZkqueueError):
+    """Settings that cannot work together (e.g. task time limit >= visibility timeout)."""
+
+
+class BadRequest(ZkqueueError):
+    """A submit that cannot be accepted: no witnesses, a missing file, an unknown priority."""
+
+
+class StoreError(ZkqueueError):
+    """The artifact store failed."""
+
+    retryable = True
+
+
+class ArtifactMissing(StoreError):
+    """An artifact named by a job is not in the store (a shared store may still be syncing)."""
+
+
+class ArtifactCorrupt(StoreError):
+    """Stored bytes do not hash to their name; the same bytes fail everywhere."""
+
+    retryable = False
+
+
+class NoDeviceError(ConfigError):
+    """`zkqueue worker` found no GPU and was not asked for CPU workers."""
+
+
+class JobError(ZkqueueError):
+    """About one job; `job_id` names it."""
+
+    def __init__(self, message: str, *, job_id: str, **kw):
+        self.job_id = job_id
+        super().__init__(message, **kw)
+
+
+class JobNotFound(JobError):
+    """No job with this id (never submitted, or expired)."""
+
+
+class JobFailed(JobError):
+    """The job failed; `reason` says why and `slot` names the partition when one is to blame."""
+
+    def __init__(self, message: str, *, job_id: str, slot: str | None = None):
+        self.reason = message
+        self.slot = slot
+        super().__init__(f"job {job_id} failed: {message}", job_id=job_id)
+
+
+class JobCancelled(JobError):
+    """The job was cancelled before it completed."""
+
+
+class WaitTimeout(JobError, TimeoutError):
+    """Job.wait ran out of time; the job goes on."""
+
+    retryable = True

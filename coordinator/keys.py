@@ -1,0 +1,117 @@
+"""Every Redis key and channel zkqueue uses, built here and nowhere else.
+
+Key schema (prefix ``zkq:``; ``{job}`` is a 32-hex job id, ``{slot}`` a partition index
+``0..n-1`` or the literal ``finalize``):
+
+    zkq:job:{job}                  hash    the job record: state, priority, zkey (sha256), n,
+                                           created_at, started_at, finished_at, error,
+                                           error_slot, request_id, finalize_sent, verify_s
+    zkq:job:{job}:slot:{slot}      hash    one partition (or the finalize step): state, token,
+                                           attempts, witness (sha256), worker, pid,
+                                           enqueued_at, started_at, finished_at, routed_to,
+                                           excluded (space-separated worker ids), bounces
+    zkq:job:{job}:results          hash    index -> JSON result (proof, public, fingerprint,
+                                           timings_s, worker, attempt); written with HSETNX
+    zkq:job:{job}:events           list    JSON attempt events (started, proved, lost,
+                                           retry, invalid, bounced, input_error), in order
+    zkq:job:{job}:bad              list    JSON records of invalid proofs: index, worker,
+                                           fingerprint, reason, at
+    zkq:job:{job}:notify           channel PUBLISHed on every state change of the job
+    zkq:jobs                       zset    job -> created_at (for `zkqueue status`)
+    zkq:request:{request_id}       string  -> job (idempotent submit)
+    zkq:deadlines                  zset    "{job}|{slot}" -> unix time at which the reaper acts:
+                                           the lease expiry of a running slot, or the send
+                                           grace of a slot whose message is being sent
+    zkq:routed                     zset    "{job}|{slot}" -> routed at: slots queued on one
+                                           worker's own queue (re-routed if that worker dies)
+    zkq:worker:{worker}            string  JSON heartbeat of a live worker, with a TTL
+    zkq:workers                    zset    worker -> last heartbeat (listing, cleanup)
+    zkq:reaper                     string  the reaper lock: owner token, with a TTL
+
+The Lua scripts in barrier.py receive these names as KEYS/ARGV; where a script has to
+rebuild a deadline member for every slot of a job it uses the same "{job}|{slot}" format.
+
+Celery queues (lists in the same Redis, named by kombu): ``zkq.prove`` shared by all
+workers, and ``zkq.w.{worker}``, one per worker, for retries routed away from a bad worker.
+"""
+
+from __future__ import annotations
+
+PREFIX = "zkq"
+FINALIZE_SLOT = "finalize"
+SHARED_QUEUE = "zkq.prove"
+MEMBER_SEP = "|"
+
+
+def job(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}"
+
+
+def slot(job_id: str, slot_name: str | int) -> str:
+    return f"{PREFIX}:job:{job_id}:slot:{slot_name}"
+
+
+def results(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:results"
+
+
+def events(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:events"
+
+
+def bad(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:bad"
+
+
+def notify(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:notify"
+
+
+def jobs() -> str:
+    return f"{PREFIX}:jobs"
+
+
+def request(request_id: str) -> str:
+    return f"{PREFIX}:request:{request_id}"
+
+
+def deadlines() -> str:
+    return f"{PREFIX}:deadlines"
+
+
+def routed() -> str:
+    return f"{PREFIX}:routed"
+
+
+def worker(worker_id: str) -> str:
+    return f"{PREFIX}:worker:{worker_id}"
+
+
+def workers() -> str:
+    return f"{PREFIX}:workers"
+
+
+def reaper_lock() -> str:
+    return f"{PREFIX}:reaper"
+
+
+def member(job_id: str, slot_name: str | int) -> str:
+    """The deadlines/routed member naming one slot of one job."""
+    return f"{job_id}{MEMBER_SEP}{slot_name}"
+
+
+def parse_member(value: str) -> tuple[str, str]:
+    """(job, slot) of a deadlines/routed member."""
+    job_id, _, slot_name = value.partition(MEMBER_SEP)
+    return job_id, slot_name
+
+
+def worker_queue(worker_id: str) -> str:
+    """The Celery queue only `worker_id` consumes."""
+    return f"zkq.w.{worker_id}"
+
+
+def all_job_keys(job_id: str, n_partitions: int) -> list[str]:
+    """Every key of one job (for expiry once it is over)."""
+    slots = [slot(job_id, i) for i in range(n_partitions)] + [slot(job_id, FINALIZE_SLOT)]
+    return [job(job_id), results(job_id), events(job_id), bad(job_id), *slots]

@@ -1,0 +1,129 @@
+"""The content-addressed artifact store: proving keys and witnesses named by their sha256.
+
+Backed by fsspec, so the store URL may be a local directory (the default), file://,
+s3://, gs:// or any filesystem fsspec knows; several machines share one store by URL.
+Objects live at ``{root}/sha256/{h[:2]}/{h}``. Writes go to a temporary name and are
+moved into place, so a reader never sees half an object. Readers get a local path: the
+object itself for a local store, or a verified copy in a local cache for a remote one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import fsspec
+
+from .errors import ArtifactCorrupt, ArtifactMissing, BadRequest, StoreError
+
+CHUNK_BYTES = 1 << 20
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a local file, read in chunks.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_BYTES):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue")) / "artifacts"
+
+
+class ArtifactStore:
+    """Puts and gets immutable artifacts by sha256 on any fsspec filesystem."""
+
+    def __init__(self, url: str, *, cache_dir: str | Path | None = None):
+        self.url = url
+        self.fs, self.root = fsspec.core.url_to_fs(url)
+        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        if self.local:
+            os.makedirs(self.root, exist_ok=True)
+
+    def _name(self, sha: str) -> str:
+        return f"{self.root.rstrip('/')}/sha256/{sha[:2]}/{sha}"
+
+    def put_file(self, path: str | Path) -> str:
+        """Stores a local file (unless already present) and returns its sha256.
+
+        Raises:
+            BadRequest: `path` cannot be read.
+            StoreError: the store cannot be written.
+        """
+        try:
+            sha = sha256_file(path)
+        except OSError as exc:
+            raise BadRequest(f"{path}: cannot read: {exc.strerror or exc}", found=str(path)) from None
+        name = self._name(sha)
+        try:
+            if self.fs.exists(name):
+                return sha
+            self.fs.makedirs(name.rsplit("/", 1)[0], exist_ok=True)
+            tmp = f"{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+            self.fs.put_file(str(path), tmp)
+            self.fs.mv(tmp, name)
+        except OSError as exc:
+            raise StoreError(f"cannot write {name} in the store {self.url}: {exc}") from exc
+        return sha
+
+    def put_bytes(self, data: bytes) -> str:
+        """Stores bytes and returns their sha256.
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        with tempfile.NamedTemporaryFile(delete=False) as f:
+            f.write(data)
+        try:
+            return self.put_file(f.name)
+        finally:
+            os.unlink(f.name)
+
+    def exists(self, sha: str) -> bool:
+        return self.fs.exists(self._name(sha))
+
+    def local_path(self, sha: str, *, verify: bool = True) -> Path:
+        """A local file holding artifact `sha`, checked against its hash when `verify`.
+
+        Raises:
+            ArtifactMissing: not in the store (retryable: a shared store may lag).
+            ArtifactCorrupt: the bytes do not hash to `sha` (not retryable).
+        """
+        name = self._name(sha)
+        if self.local:
+            path = Path(name)
+            if not path.exists():
+                raise ArtifactMissing(f"artifact {sha} is not in the store {self.url}", expected=str(path))
+        else:
+            path = self.cache_dir / sha
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f"{sha}.tmp-{os.getpid()}")
+                try:
+                    self.fs.get_file(name, str(tmp))
+                except FileNotFoundError:
+                    raise ArtifactMissing(f"artifact {sha} is not in the store {self.url}") from None
+                except OSError as exc:
+                    raise StoreError(f"cannot fetch {name}: {exc}") from exc
+                found = sha256_file(tmp)
+                if found != sha:
+                    tmp.unlink(missing_ok=True)
+                    raise ArtifactCorrupt(f"artifact {sha} fetched from {self.url} hashes to {found}",
+                                          expected=sha, found=found)
+                tmp.replace(path)
+                return path
+        if verify:
+            found = sha256_file(path)
+            if found != sha:
+                raise ArtifactCorrupt(f"artifact {path} does not hash to its name (found {found})",
+                                      expected=sha, found=found)
+        return path

@@ -1,0 +1,251 @@
+"""The CPU backend: native kernels from groth16/kernels/cpu/*.cpp, called through ctypes.
+
+The C ABI works on little-endian 64-bit words (see groth16/backends/base.py); arrays are
+passed as contiguous numpy uint64 buffers, so .zkey sections reach the kernels without a
+copy. Every native call returns 0 or one of the codes of kernels/cpu/errors.hpp, mapped
+here to the error tree of groth16/errors.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint64, c_void_p
+
+import numpy as np
+
+from .. import native
+from ..curves import Curve
+from ..errors import BackendError, FormatError, InputError
+
+# kernels/cpu/errors.hpp, code -> (error class, message)
+_ERRORS: dict[int, tuple[type, str]] = {
+    1: (BackendError, "unknown curve id"),
+    2: (BackendError, "bad argument to a native kernel"),
+    3: (InputError, "NTT size must be a power of two within the field's 2-adicity"),
+    4: (BackendError, "out of memory in a native kernel"),
+    5: (BackendError, "internal error in a native kernel"),
+    6: (InputError, "an MSM scalar is not below the group order r"),
+    10: (FormatError, "coefficient matrix is neither 0 (A) nor 1 (B)"),
+    11: (FormatError, "coefficient constraint index is not below the domain size"),
+    12: (FormatError, "coefficient signal index is not below the number of variables"),
+    13: (FormatError, "coefficient value is not below r"),
+    20: (FormatError, "point coordinate is not below the field prime q"),
+    21: (FormatError, "point is not on the curve"),
+}
+ERR_POINT_RANGE, ERR_POINT_CURVE = 20, 21
+
+_u64p = c_void_p  # numpy buffers are passed as raw addresses (.ctypes.data)
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """Declare argtypes once per library, so a wrong call fails in ctypes, not in C."""
+    if getattr(lib, "_zkq_declared", False):
+        return lib
+    sig = {
+        "zkq_msm_g1": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int],
+        "zkq_msm_g2": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int],
+        "zkq_ntt": [c_int, _u64p, c_size_t, c_int, _u64p, c_int],
+        "zkq_fr_mul": [c_int, _u64p, _u64p, _u64p, c_size_t, c_int],
+        "zkq_h_scalars": [c_int, _u64p, _u64p, _u64p, _u64p, c_size_t, c_int],
+        "zkq_evaluate_ab": [c_int, c_void_p, c_size_t, _u64p, c_size_t, c_size_t, _u64p, _u64p,
+                            POINTER(c_int64), c_int],
+        "zkq_check_g1": [c_int, _u64p, c_size_t, POINTER(c_int64), c_int],
+        "zkq_check_g2": [c_int, _u64p, c_size_t, POINTER(c_int64), c_int],
+        "zkq_test_field_op": [c_int, c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
+        "zkq_test_field_mul": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
+        "zkq_test_g1_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
+        "zkq_test_g2_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
+    }
+    for name, args in sig.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = c_int
+    lib._zkq_declared = True
+    return lib
+
+
+def library() -> ctypes.CDLL:
+    """The native library with its functions declared (built on first use).
+
+    Raises:
+        NativeBuildError: the kernels do not compile here.
+    """
+    return _declare(native.load())
+
+
+def default_threads() -> int:
+    """ZKQUEUE_THREADS if set, else the number of CPUs."""
+    env = os.environ.get("ZKQUEUE_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise BackendError("ZKQUEUE_THREADS must be a positive integer",
+                               expected="integer >= 1", found=env) from None
+        if n >= 1:
+            return n
+        raise BackendError("ZKQUEUE_THREADS must be a positive integer", expected="integer >= 1", found=env)
+    return os.cpu_count() or 1
+
+
+def _check(rc: int, what: str, index: int | None = None, noun: str = "entry") -> None:
+    if rc == 0:
+        return
+    cls, msg = _ERRORS.get(rc, (BackendError, f"unknown native error code {rc}"))
+    where = f" ({noun} {index})" if index is not None and index >= 0 else ""
+    raise cls(f"{what}: {msg}{where}", found=index if index is not None and index >= 0 else rc)
+
+
+def _words(a: np.ndarray, width: int, what: str) -> np.ndarray:
+    """A contiguous uint64 array of shape (n, width) viewing or copying `a`."""
+    arr = np.ascontiguousarray(a)
+    if arr.dtype != np.uint64:
+        if arr.dtype == np.uint8 and arr.size % (8 * width) == 0:
+            arr = arr.reshape(-1).view(np.uint64)  # raw bytes (e.g. a file section)
+        else:
+            arr = np.ascontiguousarray(arr, dtype=np.uint64)
+    if arr.size % width:
+        raise InputError(f"{what}: {arr.size} words is not a whole number of {width}-word elements",
+                         expected=f"multiple of {width}", found=arr.size)
+    return arr.reshape(-1, width)
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+class CpuBackend:
+    """Groth16 kernels on the host CPU for one curve (see `groth16.backends.base.Backend`)."""
+
+    name = "cpu"
+
+    def __init__(self, curve: Curve, threads: int | None = None):
+        """Bind to `curve`; `threads` defaults to ZKQUEUE_THREADS, else os.cpu_count().
+
+        Raises:
+            NativeBuildError: the native kernels cannot be built here.
+            BackendError: `threads` is not a positive integer.
+        """
+        self.curve = curve
+        self.threads = default_threads() if threads is None else int(threads)
+        if self.threads < 1:
+            raise BackendError("threads must be >= 1", expected=">= 1", found=threads)
+        self._lib = library()
+        self._cid = curve.native_id
+        self._nwq = curve.n8q // 8  # 64-bit words per base-field element
+
+    # ---- Fr vectors ---------------------------------------------------------------
+
+    def evaluate_ab(self, coefs: np.ndarray, witness_std: np.ndarray, domain_size: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """A and B evaluated on the domain (Montgomery form, shape (domain_size, 4) each).
+
+        `coefs`: .zkey section 4 after its u32 count, as 44-byte records (a structured array
+        or raw uint8 bytes). Raises FormatError naming the first bad entry (matrix, constraint,
+        signal or value out of range).
+        """
+        raw = np.ascontiguousarray(coefs)
+        if raw.dtype.itemsize == 44 and raw.dtype != np.uint8:
+            ncoefs = raw.shape[0] if raw.ndim else 1
+            raw = raw.view(np.uint8).reshape(-1)
+        else:
+            raw = raw.view(np.uint8).reshape(-1)
+            if raw.size % 44:
+                raise FormatError("coefficient section is not a whole number of 44-byte entries",
+                                  expected="multiple of 44 bytes", found=raw.size)
+            ncoefs = raw.size // 44
+        w = _words(witness_std, 4, "witness")
+        a = np.empty((domain_size, 4), dtype=np.uint64)
+        b = np.empty((domain_size, 4), dtype=np.uint64)
+        bad = c_int64(-1)
+        rc = self._lib.zkq_evaluate_ab(self._cid, _ptr(raw), ncoefs, _ptr(w), w.shape[0], domain_size,
+                                       _ptr(a), _ptr(b), ctypes.byref(bad), self.threads)
+        _check(rc, "A/B coefficients", bad.value, "entry")
+        return a, b
+
+    def mul(self, a_mont: np.ndarray, b_mont: np.ndarray) -> np.ndarray:
+        """Pointwise a * b (Montgomery form in and out)."""
+        a, b = _words(a_mont, 4, "a"), _words(b_mont, 4, "b")
+        if a.shape != b.shape:
+            raise InputError("pointwise product of arrays of different lengths",
+                             expected=a.shape[0], found=b.shape[0])
+        out = np.empty_like(a)
+        _check(self._lib.zkq_fr_mul(self._cid, _ptr(a), _ptr(b), _ptr(out), a.shape[0], self.threads), "mul")
+        return out
+
+    def ntt(self, values_mont: np.ndarray, *, inverse: bool = False, coset_shift: int | None = None
+            ) -> np.ndarray:
+        """Forward/inverse NTT, natural order, snarkjs's roots; see Backend.ntt. Returns a new array.
+
+        Raises InputError when the length is not a power of two within the 2-adicity.
+        """
+        out = np.array(_words(values_mont, 4, "ntt input"), dtype=np.uint64, copy=True, order="C")
+        shift_ptr = None
+        if coset_shift is not None:
+            # Montgomery form of the shift for the kernel
+            shift = np.frombuffer((coset_shift % self.curve.r * pow(2, 256, self.curve.r) % self.curve.r)
+                                  .to_bytes(32, "little"), dtype=np.uint64).copy()
+            shift_ptr = _ptr(shift)
+        rc = self._lib.zkq_ntt(self._cid, _ptr(out), out.shape[0], int(inverse), shift_ptr, self.threads)
+        _check(rc, f"ntt of size {out.shape[0]}")
+        return out
+
+    def h_scalars(self, a_mont: np.ndarray, b_mont: np.ndarray, c_mont: np.ndarray) -> np.ndarray:
+        """from_mont(a*b - c) pointwise: the H MSM's standard-form scalars."""
+        a, b, c = (_words(x, 4, "h input") for x in (a_mont, b_mont, c_mont))
+        if not a.shape == b.shape == c.shape:
+            raise InputError("h_scalars inputs differ in length",
+                             expected=a.shape[0], found=(b.shape[0], c.shape[0]))
+        out = np.empty_like(a)
+        _check(self._lib.zkq_h_scalars(self._cid, _ptr(a), _ptr(b), _ptr(c), _ptr(out), a.shape[0],
+                                       self.threads), "h_scalars")
+        return out
+
+    # ---- MSM and point checks -------------------------------------------------------
+
+    def _msm(self, fn, points: np.ndarray, scalars_std: np.ndarray, width: int, what: str) -> bytes:
+        p = _words(points, width, f"{what} points")
+        s = _words(scalars_std, 4, f"{what} scalars")
+        if p.shape[0] != s.shape[0]:
+            raise InputError(f"{what}: {p.shape[0]} points but {s.shape[0]} scalars",
+                             expected=p.shape[0], found=s.shape[0])
+        out = np.zeros(width, dtype=np.uint64)
+        _check(fn(self._cid, _ptr(p), _ptr(s), p.shape[0], _ptr(out), self.threads), what)
+        return out.tobytes()
+
+    def msm_g1(self, points: np.ndarray, scalars_std: np.ndarray) -> bytes:
+        """sum scalars[i] * points[i] on G1 as affine LEM bytes (zeros for infinity).
+
+        Raises InputError on mismatched lengths or a scalar >= r.
+        """
+        return self._msm(self._lib.zkq_msm_g1, points, scalars_std, 2 * self._nwq, "msm_g1")
+
+    def msm_g2(self, points: np.ndarray, scalars_std: np.ndarray) -> bytes:
+        """sum scalars[i] * points[i] on G2 as affine LEM bytes (zeros for infinity).
+
+        Raises InputError on mismatched lengths or a scalar >= r.
+        """
+        return self._msm(self._lib.zkq_msm_g2, points, scalars_std, 4 * self._nwq, "msm_g2")
+
+    def _check_points(self, fn, points: np.ndarray, width: int, what: str) -> None:
+        p = _words(points, width, what)
+        bad = c_int64(-1)
+        rc = fn(self._cid, _ptr(p), p.shape[0], ctypes.byref(bad), self.threads)
+        _check(rc, f"{what} ({self.curve.name})", bad.value, "point")
+
+    def check_g1(self, points: np.ndarray) -> None:
+        """Reject G1 points with a coordinate >= q or off the curve (zeros = infinity pass).
+
+        Raises:
+            FormatError: naming the first bad point's index (the caller adds the file path).
+        """
+        self._check_points(self._lib.zkq_check_g1, points, 2 * self._nwq, "G1 point")
+
+    def check_g2(self, points: np.ndarray) -> None:
+        """Reject G2 points with a coordinate >= q or off the twist (zeros = infinity pass).
+
+        Raises:
+            FormatError: naming the first bad point's index (the caller adds the file path).
+        """
+        self._check_points(self._lib.zkq_check_g2, points, 4 * self._nwq, "G2 point")

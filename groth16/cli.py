@@ -1,0 +1,144 @@
+"""The `zkqueue` command line: prove, verify and export-vk, with snarkjs's positional interface.
+
+Exit codes: 0 success (verify: valid), 1 verify: invalid proof / prove: failure that is not
+the input's fault, 2 bad or unreadable input. Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+from .errors import Groth16Error, InputError, UnsatisfiedError
+
+EXIT_OK, EXIT_INVALID, EXIT_INPUT = 0, 1, 2
+
+
+def _threads(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def cmd_prove(args: argparse.Namespace) -> int:
+    from . import backends, prover
+    from .formats import jsonfiles, r1cs, wtns, zkey
+
+    t0 = time.perf_counter()
+    key = zkey.read_zkey(args.zkey)
+    witness = wtns.read_wtns(args.witness)
+    prover.check_inputs(key, witness)
+    backend = backends.get_backend(args.backend, key.curve, threads=args.threads)
+    key.check_points(backend)
+    if args.r1cs:
+        system = r1cs.read_r1cs(args.r1cs)
+        bad = system.first_unsatisfied([wtns.words_to_int(v) for v in witness.values])
+        if bad is not None:
+            raise UnsatisfiedError(f"the witness does not satisfy constraint {bad} of {args.r1cs}",
+                                          path=args.witness, found=bad)
+    result = prover.prove(key, witness, backend)
+    jsonfiles.write_json(args.proof, jsonfiles.proof_json(result.proof))
+    jsonfiles.write_public(args.public, result.public_signals)
+    if args.verbose:
+        steps = " ".join(f"{k}={v:.3f}s" for k, v in result.timings_s.items())
+        print(f"proved {key.curve.name} n={key.domain_size} in {time.perf_counter() - t0:.3f}s ({steps})",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from . import verifier
+    from .formats import jsonfiles
+
+    vk = jsonfiles.load_verification_key(args.verification_key)
+    public = jsonfiles.load_public(args.public, vk.curve)
+    proof = jsonfiles.load_proof(args.proof)
+    if verifier.verify(vk, proof, public):
+        print("OK: the proof is valid")
+        return EXIT_OK
+    print("INVALID: the proof does not verify against this key and these public signals")
+    return EXIT_INVALID
+
+
+def cmd_export_vk(args: argparse.Namespace) -> int:
+    from . import verifier
+    from .formats import jsonfiles, zkey
+
+    key = zkey.read_zkey(args.zkey)
+    vk = key.verification_key
+    jsonfiles.write_json(args.verification_key,
+                         jsonfiles.verification_key_json(vk, verifier.alphabeta_json(vk)))
+    return EXIT_OK
+
+
+def add_commands(sub) -> None:
+    """Registers prove, verify and export-vk on an argparse subparsers object.
+
+    The queue's command line (coordinator/cli.py) adds its own commands beside these.
+    """
+    p = sub.add_parser("prove", help="prove one witness (snarkjs groth16 prove's arguments)")
+    p.add_argument("zkey")
+    p.add_argument("witness")
+    p.add_argument("proof")
+    p.add_argument("public")
+    p.add_argument("--backend", choices=("cpu", "cuda", "auto"),
+                   default=os.environ.get("ZKQUEUE_BACKEND", "auto"))
+    p.add_argument("--threads", type=_threads, default=None,
+                   help="CPU threads (default: $ZKQUEUE_THREADS or all cores)")
+    p.add_argument("--r1cs", help="also check the witness against this .r1cs and name a broken constraint")
+    p.set_defaults(func=cmd_prove)
+
+    v = sub.add_parser("verify", help="verify a proof: exit 0 valid, 1 invalid, 2 unreadable input")
+    v.add_argument("verification_key")
+    v.add_argument("public")
+    v.add_argument("proof")
+    v.set_defaults(func=cmd_verify)
+
+    e = sub.add_parser("export-vk", help="write the verification key of a .zkey")
+    e.add_argument("zkey")
+    e.add_argument("verification_key")
+    e.set_defaults(func=cmd_export_vk)
+
+
+def new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The top-level `zkqueue` parser with its global flags, and its (empty) subcommands."""
+    parser = argparse.ArgumentParser(prog="zkqueue", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log timings and choices")
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
+def run_command(args: argparse.Namespace, input_errors: tuple[type[BaseException], ...] = ()) -> int:
+    """Runs a parsed command, turning errors into one line on stderr and an exit code.
+
+    `input_errors` adds exception types (beside groth16's InputError) that mean bad input.
+    """
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="zkqueue: %(message)s")
+    try:
+        return args.func(args)
+    except (InputError, *input_errors) as exc:
+        print(f"zkqueue: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except Groth16Error as exc:
+        print(f"zkqueue: error: {exc}", file=sys.stderr)
+        return EXIT_INVALID if args.command != "verify" else EXIT_INPUT
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"zkqueue: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, sub = new_parser()
+    add_commands(sub)
+    return run_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

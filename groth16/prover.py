@@ -1,0 +1,114 @@
+"""Groth16 proving, following snarkjs's construction (groth16_prove.js) step for step.
+
+    A, B   = evaluations of <A_k, w>, <B_k, w> on the size-n domain (from .zkey section 4)
+    C      = A * B pointwise                       # C is implied: satisfying rows have A*B = C
+    X_odd  = NTT(shift^i * iNTT(X))  for X in A, B, C   # values on the odd coset omega_2n^(2j+1)
+    h      = A_odd * B_odd - C_odd                 # division by Z = x^n - 1 = -2 there is folded into H
+    pi_a   = sum w_i A_i + alpha1 + r*delta1
+    pi_b   = sum w_i B2_i + beta2 + s*delta2       # and b1 = the same on G1 with B1_i, beta1
+    pi_c   = sum_{i>nPublic} w_i L_i + sum h_j H_j + s*pi_a + r*b1 - r*s*delta1
+r and s are fresh CSPRNG scalars, so two proofs of the same witness differ.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .backends.base import Backend
+from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
+from .errors import MismatchError, UnsatisfiedError
+from .formats.wtns import Witness
+from .formats.zkey import ZKey
+from .model import Proof
+from . import verifier
+
+
+@dataclass
+class ProveResult:
+    """A proof, its public signals, and where the time went (seconds per step)."""
+
+    proof: Proof
+    public_signals: list[int]
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+
+def _scalars(curve, values: list[int]) -> np.ndarray:
+    return np.frombuffer(scalars_to_bytes(curve, values), dtype="<u8").reshape(-1, 4)
+
+
+def _rows(*points: bytes) -> np.ndarray:
+    return np.frombuffer(b"".join(points), dtype="<u8").reshape(len(points), -1)
+
+
+def check_inputs(zkey: ZKey, witness: Witness) -> None:
+    """Checks that a witness belongs to a key (curve and length).
+
+    Raises:
+        MismatchError: naming both files and what differs.
+    """
+    if witness.curve is not zkey.curve:
+        raise MismatchError(f"witness is for {witness.curve.name} but the key {zkey.path} is for "
+                            f"{zkey.curve.name}", path=witness.path,
+                            expected=zkey.curve.name, found=witness.curve.name)
+    if len(witness) != zkey.n_vars:
+        raise MismatchError(f"witness has {len(witness)} values but the key {zkey.path} expects "
+                            f"{zkey.n_vars}", path=witness.path, expected=zkey.n_vars, found=len(witness))
+
+
+def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = True) -> ProveResult:
+    """Proves that `witness` satisfies the circuit of `zkey`.
+
+    With `self_check` (the default) the proof is verified against the key's own
+    verification key before it is returned, so an unsatisfying witness (or corrupt key
+    coefficients) is reported instead of yielding an invalid proof.
+
+    Raises:
+        MismatchError: the witness is for another curve or has the wrong length.
+        UnsatisfiedError: the proof does not verify: the witness breaks a constraint.
+        BackendError: the compute backend failed.
+    """
+    check_inputs(zkey, witness)
+    curve, n = zkey.curve, zkey.domain_size
+    w = witness.values
+    t = {}
+    t0 = time.perf_counter()
+
+    a, b = backend.evaluate_ab(zkey.coefs, w, n)
+    c = backend.mul(a, b)
+    shift = curve.coset_shift(zkey.log2_domain)
+    a, b, c = (backend.ntt(backend.ntt(x, inverse=True), coset_shift=shift) for x in (a, b, c))
+    h = backend.h_scalars(a, b, c)
+    t["ntt"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    pi_a_raw = backend.msm_g1(zkey.a_query, w)
+    b1_raw = backend.msm_g1(zkey.b1_query, w)
+    pi_b_raw = backend.msm_g2(zkey.b2_query, w)
+    c_raw = backend.msm_g1(zkey.l_query, w[zkey.n_public + 1:])
+    h_raw = backend.msm_g1(zkey.h_query, h)
+    t["msm"] = time.perf_counter() - t0
+
+    # Blinding: a few tiny MSMs reuse the kernels for the point additions.
+    r, s = secrets.randbelow(curve.r - 1) + 1, secrets.randbelow(curve.r - 1) + 1
+    pi_a = backend.msm_g1(_rows(pi_a_raw, zkey.alpha1, zkey.delta1), _scalars(curve, [1, 1, r]))
+    pi_b = backend.msm_g2(_rows(pi_b_raw, zkey.beta2, zkey.delta2), _scalars(curve, [1, 1, s]))
+    b1 = backend.msm_g1(_rows(b1_raw, zkey.beta1, zkey.delta1), _scalars(curve, [1, 1, s]))
+    pi_c = backend.msm_g1(_rows(c_raw, h_raw, pi_a, b1, zkey.delta1),
+                          _scalars(curve, [1, 1, s, r, -r * s]))
+
+    proof = Proof(curve=curve, a=g1_from_lem(curve, pi_a), b=g2_from_lem(curve, pi_b),
+                  c=g1_from_lem(curve, pi_c))
+    public = witness.public_signals(zkey.n_public)
+    if self_check:
+        t0 = time.perf_counter()
+        if not verifier.verify(zkey.verification_key, proof, public):
+            raise UnsatisfiedError(
+                "the witness does not satisfy the circuit's constraints (the proof it yields fails "
+                f"verification against {zkey.path}); pass --r1cs to name the broken constraint",
+                path=witness.path)
+        t["verify"] = time.perf_counter() - t0
+    return ProveResult(proof=proof, public_signals=public, timings_s=t)

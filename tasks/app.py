@@ -1,0 +1,21 @@
+"""The Celery app of the workers. tasks/main.py configures it before the worker starts."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from coordinator.settings import Settings
+
+from .config import worker_config
+
+app = Celery("zkqueue", set_as_current=True)
+
+
+def configure(settings: Settings) -> Celery:
+    """Applies the worker configuration (checked) to the app.
+
+    Raises:
+        ConfigError: the settings fail the start-up checks.
+    """
+    app.conf.update(worker_config(settings))
+    return app

@@ -1,0 +1,131 @@
+"""The Celery worker entry point of one device: `python -m tasks.main --device cpu:0 ...`.
+
+Started by `zkqueue worker` (workers/spawn.py), one process per device. Checks the
+configuration and the backend before Celery starts (exit status 2 when either fails), then
+runs a prefork worker with one pool child that consumes this worker's own queue first and
+the shared queue. The parent process publishes the heartbeat and runs a reaper (a Redis
+lock keeps one reaper active across all processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import time
+
+EXIT_CONFIG = 2
+
+log = logging.getLogger("zkqueue.worker")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m tasks.main", description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu:0", help="cpu:N or cuda:N (NVML index)")
+    p.add_argument("--backend", choices=("cpu", "cuda"), default=None,
+                   help="proving backend (default: the device's kind)")
+    p.add_argument("--worker-id", default=None)
+    p.add_argument("--threads", type=int, default=None, help="backend threads (CPU)")
+    p.add_argument("--loglevel", default=os.environ.get("ZKQUEUE_LOGLEVEL", "INFO"))
+    return p.parse_args(argv)
+
+
+def _check_backend(kind: str) -> None:
+    """Raises groth16 BackendUnavailable / NativeBuildError when this device cannot prove."""
+    if kind == "cpu":
+        from groth16 import native
+        native.library_path()          # compiles now (cached), not in the middle of a partition
+    else:
+        from groth16.backends import cuda_status
+        from groth16.errors import BackendUnavailable
+        usable, why = cuda_status()
+        if not usable:
+            raise BackendUnavailable(f"backend 'cuda' cannot run: {why}", expected="a usable GPU", found=why)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from coordinator.errors import ConfigError
+    from coordinator.settings import Settings
+    from groth16.errors import Groth16Error
+    from workers import faults
+    from workers.devices import device_from_spec
+
+    kind = args.device.partition(":")[0]
+    backend = args.backend or kind
+    worker_id = args.worker_id or f"{socket.gethostname()}-{args.device.replace(':', '')}-{os.getpid()}"
+    # The pool child reads its identity from the environment it inherits at fork.
+    os.environ.update(ZKQUEUE_WORKER_ID=worker_id, ZKQUEUE_DEVICE=args.device, ZKQUEUE_BACKEND=backend)
+    if args.threads:
+        os.environ["ZKQUEUE_THREADS"] = str(args.threads)
+    try:
+        settings = Settings.from_env()
+        from .app import configure
+        app = configure(settings)
+        fault = faults.from_env()
+        device_from_spec(args.device)
+        _check_backend(backend)
+    except (ConfigError, Groth16Error, ValueError) as exc:
+        print(f"zkqueue worker: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if fault.any:
+        log.warning("TEST FAULT ACTIVE on worker %s: %s", worker_id, fault)
+
+    from . import finalize, partition  # noqa: F401  (registers the tasks before the pool forks)
+    _install_signals(app, settings, worker_id)
+    from coordinator.keys import SHARED_QUEUE, worker_queue
+    app.worker_main(argv=[
+        "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
+        f"--queues={worker_queue(worker_id)},{SHARED_QUEUE}", f"--loglevel={args.loglevel}",
+        "--without-mingle", "--without-gossip", "--without-heartbeat", "--prefetch-multiplier=1",
+    ])
+    return 0
+
+
+def _install_signals(app, settings, worker_id: str) -> None:
+    from celery import signals
+
+    from coordinator.keys import worker_queue
+    from coordinator.reaper import Reaper
+    from coordinator.scheduler import Scheduler
+    from workers.heartbeat import Heartbeat
+
+    from . import context
+
+    state: dict = {}
+
+    def info() -> dict:
+        import psutil
+        ctx = context.get()
+        try:
+            children = [c.pid for c in psutil.Process().children()]
+        except psutil.Error:
+            children = []
+        return {"worker": worker_id, "pid": os.getpid(), "pgid": os.getpgid(0), "children": children,
+                "queue": worker_queue(worker_id), "fingerprint": ctx.fingerprint, "started_at": state["t0"]}
+
+    @signals.worker_ready.connect(weak=False)
+    def _ready(**_):
+        state["t0"] = time.time()
+        sched = Scheduler(settings)
+        state["sched"] = sched
+        state["heartbeat"] = hb = Heartbeat(lambda i: sched.registry.beat(worker_id, i), info,
+                                            settings.heartbeat_interval_s)
+        hb.start()
+        state["reaper"] = Reaper(sched, owner=worker_id).start_thread()
+        log.info("worker %s ready", worker_id)
+
+    @signals.worker_shutdown.connect(weak=False)
+    def _shutdown(**_):
+        if "heartbeat" in state:
+            state["heartbeat"].stop()
+            _, stop = state["reaper"]
+            stop.set()
+            state["sched"].registry.remove(worker_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

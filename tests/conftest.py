@@ -1,0 +1,101 @@
+"""Shared test helpers: the committed fixtures, and real snarkjs / circom2 / zkqueue processes.
+
+snarkjs and circom2 come from npm into .interop/ (scripts/setup.sh). When
+ZKQUEUE_REQUIRE_INTEROP=1 (as ./run-tests sets), their absence fails the tests instead of
+skipping them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CIRCUITS = Path(__file__).resolve().parent / "circuits"
+NODE_MODULES = Path(os.environ.get("ZKQUEUE_INTEROP_DIR", ROOT / ".interop")) / "node_modules"
+SNARKJS_CLI = NODE_MODULES / "snarkjs" / "build" / "cli.cjs"
+CIRCOM2_CLI = NODE_MODULES / "circom2" / "cli.js"
+
+# The real circom2 + snarkjs 0.7.6 fixtures (copied from the project's shared material).
+FIXTURE_NAMES = sorted(p.name for p in FIXTURES.iterdir() if (p / "circuit_final.zkey").exists())
+
+
+def fixture_dir(name: str) -> Path:
+    return FIXTURES / name
+
+
+def _require(tool: Path, what: str) -> None:
+    if tool.exists() and shutil.which("node"):
+        return
+    msg = f"{what} not installed at {tool} (run scripts/setup.sh)"
+    if os.environ.get("ZKQUEUE_REQUIRE_INTEROP") == "1":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def run(cmd: list[str], *, cwd: Path | None = None, check: bool = True, timeout: float = 600
+        ) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
+                             f"stdout: {proc.stdout[-3000:]}\nstderr: {proc.stderr[-3000:]}")
+    return proc
+
+
+def snarkjs(*args, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Runs the npm snarkjs CLI (the independent implementation our files must agree with)."""
+    _require(SNARKJS_CLI, "snarkjs")
+    return run(["node", "--max-old-space-size=8192", SNARKJS_CLI, *args], check=check, cwd=cwd)
+
+
+def snarkjs_verifies(vk: Path, public: Path, proof: Path) -> bool:
+    """True when `snarkjs groth16 verify` accepts the proof (it prints OK and exits 0)."""
+    proc = snarkjs("groth16", "verify", vk, public, proof, check=False)
+    return proc.returncode == 0 and "OK" in proc.stdout
+
+
+def circom2(*args, cwd: Path) -> subprocess.CompletedProcess:
+    _require(CIRCOM2_CLI, "circom2")
+    return run(["node", CIRCOM2_CLI, *args], cwd=cwd)
+
+
+def zkqueue(*args, check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs the `zkqueue` command line in a child process, as a user would."""
+    return run([sys.executable, "-m", "groth16.cli", *args], check=check, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def built_circuits(tmp_path_factory) -> dict[str, Path]:
+    """tests/circuits/interop.circom built on each curve with circom2 + snarkjs, now.
+
+    4,017 constraints and 8 public signals; setup with the committed p12 powers of tau,
+    then one beacon contribution. Each folder holds circuit_0000.zkey (as `groth16 setup`
+    writes it: sections out of order), circuit_final.zkey (reordered by the contribution),
+    verification_key.json (verification_key_0000.json for the first key)
+    and witness.wtns.
+    """
+    base = tmp_path_factory.mktemp("circuits")
+    out = {}
+    for curve in ("bn128", "bls12381"):
+        d = base / curve
+        d.mkdir()
+        shutil.copy(CIRCUITS / "interop.circom", d)
+        circom2("interop.circom", "--r1cs", "--wasm", "--O1", "--prime", curve, "-o", ".", cwd=d)
+        ptau = FIXTURES / "ptau" / f"{curve}_p12.ptau"
+        snarkjs("groth16", "setup", "interop.r1cs", ptau, "circuit_0000.zkey", cwd=d)
+        snarkjs("zkey", "beacon", "circuit_0000.zkey", "circuit_final.zkey",
+                "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0", "10", cwd=d)
+        snarkjs("zkey", "export", "verificationkey", "circuit_final.zkey", "verification_key.json", cwd=d)
+        snarkjs("zkey", "export", "verificationkey", "circuit_0000.zkey", "verification_key_0000.json", cwd=d)
+        (d / "input.json").write_text(json.dumps({"pub": ["3", "5", "7", "11", "13", "17"],
+                                                  "x": str(0x9E3779B97F4A7C15)}))
+        snarkjs("wtns", "calculate", "interop_js/interop.wasm", "input.json", "witness.wtns", cwd=d)
+        out[curve] = d
+    return out

@@ -1,0 +1,164 @@
+"""Helpers for the queue tests: a real Redis database, real worker process groups.
+
+The Redis URL is $ZKQUEUE_TEST_REDIS_URL (default redis://127.0.0.1:6379/13); the database
+is flushed before and after each test. Workers are `python -m coordinator.cli worker`
+process trees, each in its own session/process group, killed at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REDIS_URL = os.environ.get("ZKQUEUE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+CHAIN = FIXTURES / "bn128_chain_10"
+PARTITIONS = [CHAIN / "partitions" / f"witness_{i}.wtns" for i in range(4)]
+
+
+def wait_until(predicate, timeout_s: float, what: str, *, interval_s: float = 0.05):
+    """Polls `predicate` until it returns something truthy (returned) or fails the test."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+_native_built = False
+
+
+def _build_native() -> None:
+    """Builds the CPU kernels once, here, so worker start-up deadlines measure start-up only."""
+    global _native_built
+    if not _native_built:
+        from groth16 import native
+        native.library_path()
+        _native_built = True
+
+
+@dataclass
+class WorkerGroup:
+    """One `zkqueue worker` process tree in its own process group."""
+
+    proc: subprocess.Popen
+    log_path: Path
+    n: int
+    env: dict
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree (supervisor, Celery workers, pool children)."""
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+
+@dataclass
+class QueueEnv:
+    """A flushed Redis database, a store directory and the worker groups of one test."""
+
+    tmp: Path
+    r: redis.Redis
+    redis_url: str = REDIS_URL
+    groups: list[WorkerGroup] = field(default_factory=list)
+    clients: list = field(default_factory=list)
+
+    @property
+    def store_url(self) -> str:
+        return str(self.tmp / "store")
+
+    def settings(self, **kw):
+        from coordinator.settings import Settings
+        return Settings.from_env(redis_url=self.redis_url, store_url=self.store_url, **kw)
+
+    def client(self):
+        from coordinator.client import Client
+        c = Client(settings=self.settings())
+        self.clients.append(c)
+        return c
+
+    def env(self, **extra) -> dict:
+        env = dict(os.environ, ZKQUEUE_REDIS_URL=self.redis_url, ZKQUEUE_STORE_URL=self.store_url,
+                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("ZKQUEUE_FAULT", None)
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def start_workers(self, n: int = 1, *, fault: str | None = None, threads: int = 1) -> WorkerGroup:
+        """Starts `zkqueue worker --cpu n` in a new process group (not waiting for it)."""
+        _build_native()
+        extra = {"ZKQUEUE_FAULT": fault} if fault else {}
+        env = self.env(**extra)
+        log_path = self.tmp / f"workers-{len(self.groups)}.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "worker", "--cpu", str(n),
+                                     "--threads", str(threads)], cwd=ROOT, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        group = WorkerGroup(proc, log_path, n, env)
+        self.groups.append(group)
+        return group
+
+    def heartbeats(self, group: WorkerGroup | None = None) -> list[dict]:
+        from coordinator.registry import Registry
+        beats = Registry(self.r, ttl_s=5).live()
+        return [b for b in beats if group is None or b.get("pgid") == group.pgid]
+
+    def ready(self, group: WorkerGroup, timeout_s: float = 60) -> list[dict]:
+        """Waits until every worker of `group` publishes a heartbeat; returns them."""
+        def check():
+            if group.proc.poll() is not None:
+                pytest.fail(f"worker group exited with {group.proc.returncode}:\n{group.log()[-4000:]}")
+            beats = self.heartbeats(group)
+            return beats if len(beats) >= group.n else None
+        return wait_until(check, timeout_s, f"{group.n} worker(s) to be ready")
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+        for g in self.groups:
+            if g.proc.poll() is None:
+                g.kill()
+
+
+@pytest.fixture
+def queue(tmp_path):
+    """A QueueEnv on a flushed Redis database; prints worker logs when the test fails."""
+    r = redis.Redis.from_url(REDIS_URL)
+    try:
+        r.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"no Redis at {REDIS_URL} ({exc}); start one with scripts/redis.sh")
+    r.flushdb()
+    env = QueueEnv(tmp_path, r)
+    yield env
+    env.close()
+    # pytest shows captured output only for a failing test: there, the workers' logs help.
+    for i, g in enumerate(env.groups):
+        print(f"----- worker group {i} log -----\n{g.log()[-6000:]}")
+    r.flushdb()
+    r.close()
+
+
+def slot_events(status, index: int, event: str) -> list[dict]:
+    return [e for e in status.partitions[index].events if e["event"] == event]

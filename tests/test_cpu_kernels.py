@@ -1,0 +1,316 @@
+"""The native CPU kernels against the pure-Python oracle (tests/oracle.py)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from groth16 import encoding
+from groth16.backends.cpu import CpuBackend, library
+from groth16.curves import BLS12381, BN128
+from groth16.errors import FormatError, InputError
+
+import oracle
+
+CURVES = [BN128, BLS12381]
+IDS = [c.name for c in CURVES]
+R256 = 1 << 256
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+def fr_words(curve, values, mont=True):
+    """Fr integers -> (n, 4) uint64 words (Montgomery form unless mont=False)."""
+    f = (lambda v: v * R256 % curve.r) if mont else (lambda v: v % curve.r)
+    data = b"".join(f(v).to_bytes(32, "little") for v in values)
+    return np.frombuffer(data, dtype=np.uint64).reshape(-1, 4).copy()
+
+
+def fr_ints(curve, words, mont=True):
+    rinv = pow(R256, -1, curve.r)
+    raw = [int.from_bytes(row.tobytes(), "little") for row in np.asarray(words).reshape(-1, 4)]
+    return [v * rinv % curve.r for v in raw] if mont else raw
+
+
+def points_words(curve, pts, g2):
+    enc = encoding.g2_to_lem if g2 else encoding.g1_to_lem
+    width = (4 if g2 else 2) * curve.n8q // 8
+    data = b"".join(enc(curve, p) for p in pts)
+    return np.frombuffer(data, dtype=np.uint64).reshape(-1, width).copy()
+
+
+def decode_point(curve, data, g2):
+    return (encoding.g2_from_lem if g2 else encoding.g1_from_lem)(curve, bytes(data))
+
+
+class Pool:
+    """Random points with known discrete logs, made cheaply: sums of a few k*G."""
+
+    def __init__(self, curve, g2, rng, size=6):
+        self.grp = oracle.g2(curve) if g2 else oracle.g1(curve)
+        self.base = [self.grp.random_point(rng) for _ in range(size)]
+        self.rng = rng
+
+    def point(self):
+        (p, a), (q, b) = self.rng.sample(self.base, 2)
+        return self.grp.add(p, q), a + b
+
+
+def msm_case(curve, g2, n, rng):
+    """Points (with infinity, repeats, negations) and scalars (0, r-1, >= r/2, random), and
+    the expected sum computed through the discrete logs."""
+    pool = Pool(curve, g2, rng)
+    grp, r = pool.grp, curve.r
+    pts, logs = [], []
+    for i in range(n):
+        kind = rng.randrange(8)
+        if kind == 0 and pts:          # repeat: P and P land in the same bucket
+            j = rng.randrange(len(pts))
+            pts.append(pts[j]); logs.append(logs[j])
+        elif kind == 1 and pts:        # negation: P + (-P)
+            j = rng.randrange(len(pts))
+            pts.append(grp.neg(pts[j])); logs.append(-logs[j])
+        elif kind == 2:                # infinity
+            pts.append(None); logs.append(0)
+        else:
+            p, a = pool.point()
+            pts.append(p); logs.append(a)
+    special = [0, r - 1, r // 2, r // 2 + 1, 1, 2]
+    scalars = [special[i] if i < len(special) and rng.random() < 0.7 else
+               rng.choice([0, rng.randrange(r), rng.randrange(r // 2, r), rng.randrange(1 << 20)])
+               for i in range(n)]
+    rng.shuffle(scalars)
+    if n >= 4:  # the same scalar on a point and its negation cancels within one bucket
+        scalars[1] = scalars[0]
+    expected = grp.mul(grp.gen, sum(k * a for k, a in zip(scalars, logs)) % r)
+    return pts, scalars, expected, grp
+
+
+# ---- MSM -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("g2", [False, True], ids=["g1", "g2"])
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 100])
+def test_msm_small(curve, g2, n):
+    rng = random.Random(1000 * n + 10 * g2 + curve.native_id)
+    pts, scalars, expected, grp = msm_case(curve, g2, n, rng)
+    if n <= 5:  # and the naive oracle MSM agrees with the discrete-log shortcut
+        assert grp.msm(pts, scalars) == expected
+    results = set()
+    for threads in (1, 2):
+        be = CpuBackend(curve, threads=threads)
+        fn = be.msm_g2 if g2 else be.msm_g1
+        out = fn(points_words(curve, pts, g2), fr_words(curve, scalars, mont=False))
+        assert decode_point(curve, out, g2) == expected
+        results.add(out)
+    assert len(results) == 1
+
+
+@pytest.mark.parametrize("g2", [False, True], ids=["g1", "g2"])
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+def test_msm_3000(curve, g2):
+    rng = random.Random(77 + g2 + 2 * curve.native_id)
+    pts, scalars, expected, _ = msm_case(curve, g2, 3000, rng)
+    pw, sw = points_words(curve, pts, g2), fr_words(curve, scalars, mont=False)
+    outs = []
+    for threads in (1, 2):
+        be = CpuBackend(curve, threads=threads)
+        outs.append((be.msm_g2 if g2 else be.msm_g1)(pw, sw))
+    assert outs[0] == outs[1]
+    assert decode_point(curve, outs[0], g2) == expected
+
+
+def test_msm_all_in_one_bucket():
+    """Every point with the same scalar: one bucket holds all n, the tree goes log n deep."""
+    rng = random.Random(5)
+    pool = Pool(BN128, False, rng)
+    pts, logs = zip(*(pool.point() for _ in range(257)))
+    k = rng.randrange(BN128.r)
+    out = CpuBackend(BN128, threads=2).msm_g1(points_words(BN128, pts, False), fr_words(BN128, [k] * 257, mont=False))
+    assert decode_point(BN128, out, False) == pool.grp.mul(pool.grp.gen, k * sum(logs))
+
+
+def test_msm_rejects_scalar_not_below_r():
+    be = CpuBackend(BN128, threads=1)
+    pts = points_words(BN128, [BN128.g1, BN128.g1], False)
+    bad = np.zeros((2, 4), dtype=np.uint64)
+    bad[1] = np.frombuffer(BN128.r.to_bytes(32, "little"), dtype=np.uint64)
+    with pytest.raises(InputError, match="scalar"):
+        be.msm_g1(pts, bad)
+    with pytest.raises(InputError):
+        be.msm_g1(pts, bad[:1])
+
+
+# ---- NTT -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+@pytest.mark.parametrize("log_n", [0, 1, 2, 3, 4, 6])
+def test_ntt_vs_dft(curve, log_n):
+    rng = random.Random(log_n)
+    n = 1 << log_n
+    coefs = [rng.randrange(curve.r) for _ in range(n)]
+    shift = curve.coset_shift(log_n)
+    be = CpuBackend(curve, threads=2)
+    for g in (None, shift):
+        values = oracle.dft(curve, coefs, g)
+        assert fr_ints(curve, be.ntt(fr_words(curve, coefs), coset_shift=g)) == values
+        assert fr_ints(curve, be.ntt(fr_words(curve, values), inverse=True, coset_shift=g)) == coefs
+
+
+def test_oracle_roots_match_curves():
+    for c in CURVES:
+        for k in (0, 1, 5, c.two_adicity):
+            assert oracle.root_of_unity(c, k) == c.root_of_unity(k)
+        assert pow(oracle.root_of_unity(c, 5), 16, c.r) == c.r - 1
+
+
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+def test_ntt_round_trip_4096(curve):
+    rng = random.Random(12)
+    x = fr_words(curve, [rng.randrange(curve.r) for _ in range(4096)])
+    shift = curve.coset_shift(12)
+    outs = [CpuBackend(curve, threads=t).ntt(x, coset_shift=shift) for t in (1, 2)]
+    assert np.array_equal(outs[0], outs[1])
+    assert not np.array_equal(outs[0], x)
+    be = CpuBackend(curve, threads=2)
+    assert np.array_equal(be.ntt(outs[0], inverse=True, coset_shift=shift), x)
+    assert np.array_equal(be.ntt(be.ntt(x), inverse=True), x)
+
+
+def test_ntt_rejects_bad_size():
+    be = CpuBackend(BN128, threads=1)
+    with pytest.raises(InputError, match="power of two"):
+        be.ntt(np.zeros((6, 4), dtype=np.uint64))
+    with pytest.raises(InputError, match="power of two"):
+        be.ntt(np.zeros((0, 4), dtype=np.uint64))
+
+
+# ---- pointwise -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+def test_mul_and_h_scalars(curve):
+    rng = random.Random(3)
+    r = curve.r
+    a, b, c = ([rng.randrange(r) for _ in range(1000)] + [r - 1, 0, 1] for _ in range(3))
+    be = CpuBackend(curve, threads=2)
+    aw, bw, cw = (fr_words(curve, v) for v in (a, b, c))
+    assert fr_ints(curve, be.mul(aw, bw)) == [x * y % r for x, y in zip(a, b)]
+    h = be.h_scalars(aw, bw, cw)
+    assert fr_ints(curve, h, mont=False) == [(x * y - z) % r for x, y, z in zip(a, b, c)]
+
+
+# ---- evaluate_ab -----------------------------------------------------------------------
+
+def coef_bytes(curve, entries):
+    """(matrix, constraint, signal, coef) -> 44-byte .zkey records (value = coef * R^2)."""
+    out = b""
+    for m, c, s, v in entries:
+        val = v * R256 * R256 % curve.r if v >= 0 else -v  # negative: raw value, for bad input
+        out += m.to_bytes(4, "little") + c.to_bytes(4, "little") + s.to_bytes(4, "little") + val.to_bytes(32, "little")
+    return np.frombuffer(out, dtype=np.uint8)
+
+
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+def test_evaluate_ab(curve):
+    r = curve.r
+    w = [1, 7, r - 3]
+    entries = [(0, 0, 0, 5), (1, 0, 1, 2), (0, 0, 2, 3), (0, 2, 1, r - 1), (1, 3, 2, 11), (1, 0, 1, 4),
+               (0, 1, 0, 9)]
+    domain = 4
+    a_exp, b_exp = [0] * domain, [0] * domain
+    for m, c, s, v in entries:
+        (b_exp if m else a_exp)[c] = ((b_exp if m else a_exp)[c] + v * w[s]) % r
+    for threads in (1, 2):
+        a, b = CpuBackend(curve, threads=threads).evaluate_ab(coef_bytes(curve, entries), fr_words(curve, w, False), domain)
+        assert fr_ints(curve, a) == a_exp and fr_ints(curve, b) == b_exp
+    # as a structured array, the way a .zkey reader views the section
+    dt = np.dtype([("matrix", "<u4"), ("constraint", "<u4"), ("signal", "<u4"), ("value", "<u8", (4,))])
+    a, _ = CpuBackend(curve).evaluate_ab(coef_bytes(curve, entries).view(dt), fr_words(curve, w, False), domain)
+    assert fr_ints(curve, a) == a_exp
+
+
+@pytest.mark.parametrize("bad, what", [((2, 0, 0, 1), "matrix"), ((0, 4, 0, 1), "constraint"),
+                                       ((1, 0, 3, 1), "signal"), ((0, 0, 0, -BN128.r), "value")])
+def test_evaluate_ab_rejects(bad, what):
+    entries = [(0, 0, 0, 1), (1, 1, 1, 2), bad, (0, 2, 2, 3), bad]
+    w = fr_words(BN128, [1, 2, 3], False)
+    with pytest.raises(FormatError, match=what) as e:
+        CpuBackend(BN128, threads=2).evaluate_ab(coef_bytes(BN128, entries), w, 4)
+    assert e.value.found == 2 and "entry 2" in str(e.value)
+
+
+# ---- point checks ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("g2", [False, True], ids=["g1", "g2"])
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+def test_check_points(curve, g2):
+    rng = random.Random(9)
+    grp = oracle.g2(curve) if g2 else oracle.g1(curve)
+    pts = [grp.random_point(rng)[0] for _ in range(3)] + [None, grp.gen]
+    be = CpuBackend(curve, threads=2)
+    check = be.check_g2 if g2 else be.check_g1
+    words = points_words(curve, pts, g2)
+    check(words)  # valid: no error
+    flipped = words.copy()
+    flipped[2, 1] ^= np.uint64(1 << 17)
+    with pytest.raises(FormatError, match="not on the curve") as e:
+        check(flipped)
+    assert e.value.found == 2
+    big = words.copy()  # coordinate = q: out of range, whatever the curve equation says
+    big[4, :curve.n8q // 8] = np.frombuffer(curve.q.to_bytes(curve.n8q, "little"), dtype=np.uint64)
+    with pytest.raises(FormatError, match="not below") as e:
+        check(big)
+    assert e.value.found == 4
+    off = points_words(curve, [grp.random_off_curve(rng)], g2)
+    with pytest.raises(FormatError, match="point 0"):
+        check(off)
+
+
+# ---- 32-bit and 64-bit limbs -----------------------------------------------------------
+
+FIELDS = [(0, BN128.q, 4), (1, BN128.r, 4), (2, BLS12381.q, 6), (3, BLS12381.r, 4)]
+
+
+@pytest.mark.parametrize("limb_bits", [32, 64])
+@pytest.mark.parametrize("field_id, p, nw", FIELDS, ids=["bn_fq", "bn_fr", "bls_fq", "bls_fr"])
+def test_field_limbs(field_id, p, nw, limb_bits):
+    rng = random.Random(field_id)
+    edge = [0, 1, 2, p - 1, p - 2, p // 2, (1 << 64) - 1, 1 << 64, (1 << (64 * nw - 2)) % p]
+    a = edge + [rng.randrange(p) for _ in range(200)] + [p - 1 - rng.randrange(1 << 70) for _ in range(20)]
+    b = list(reversed(edge)) + [rng.randrange(p) for _ in range(220)]
+    R = 1 << (64 * nw)
+    rinv = pow(R, -1, p)
+    enc = lambda vs: np.frombuffer(b"".join(v.to_bytes(8 * nw, "little") for v in vs), dtype=np.uint64).copy()
+    lib = library()
+    expect = {0: [x * y * rinv % p for x, y in zip(a, b)], 1: [(x + y) % p for x, y in zip(a, b)],
+              2: [(x - y) % p for x, y in zip(a, b)], 3: [x * x * rinv % p for x in a],
+              4: [pow(x * rinv, -1, p) * R % p if x else 0 for x in a],
+              5: [x * rinv % p for x in a], 6: [x * R % p for x in a]}
+    for op, exp in expect.items():
+        out = np.zeros(len(a) * nw, dtype=np.uint64)
+        assert lib.zkq_test_field_op(field_id, limb_bits, op, enc(a).ctypes.data, enc(b).ctypes.data,
+                                     out.ctypes.data, len(a)) == 0
+        got = [int.from_bytes(out[i * nw:(i + 1) * nw].tobytes(), "little") for i in range(len(a))]
+        assert got == exp, f"op {op}"
+
+
+@pytest.mark.parametrize("limb_bits", [32, 64])
+@pytest.mark.parametrize("g2", [False, True], ids=["g1", "g2"])
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+def test_point_add_limbs(curve, g2, limb_bits):
+    rng = random.Random(4)
+    grp = oracle.g2(curve) if g2 else oracle.g1(curve)
+    p1, p2 = grp.random_point(rng)[0], grp.random_point(rng)[0]
+    pairs = [(p1, p2), (p1, p1), (p1, grp.neg(p1)), (None, p2), (p1, None), (None, None), (p2, grp.gen)]
+    ps = points_words(curve, [a for a, _ in pairs], g2)
+    qs = points_words(curve, [b for _, b in pairs], g2)
+    out = np.zeros((3 * len(pairs), ps.shape[1]), dtype=np.uint64)
+    fn = library().zkq_test_g2_add if g2 else library().zkq_test_g1_add
+    assert fn(curve.native_id, limb_bits, ps.ctypes.data, qs.ctypes.data, out.ctypes.data, len(pairs)) == 0
+    for i, (a, b) in enumerate(pairs):
+        s = grp.add(a, b)
+        assert decode_point(curve, out[3 * i].tobytes(), g2) == s
+        assert decode_point(curve, out[3 * i + 1].tobytes(), g2) == s
+        assert decode_point(curve, out[3 * i + 2].tobytes(), g2) == grp.double(a)

@@ -1,0 +1,70 @@
+"""Readers and writers against the real snarkjs fixtures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURE_NAMES, fixture_dir
+from groth16.formats import jsonfiles, r1cs, wtns, zkey
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_zkey_embeds_the_published_verification_key(name):
+    d = fixture_dir(name)
+    key = zkey.read_zkey(d / "circuit_final.zkey")
+    info = json.loads((d / "info.json").read_text())
+    assert key.curve.name == info["curve"]
+    assert key.n_vars == info["nWires"]
+    assert key.n_public == info["nOutputs"] + info["nPubInputs"]
+    assert key.domain_size == 1 << info["log2"]
+    assert key.verification_key == jsonfiles.load_verification_key(d / "verification_key.json")
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_witness_public_signals_and_r1cs(name):
+    d = fixture_dir(name)
+    w = wtns.read_wtns(d / "witness.wtns")
+    key = zkey.read_zkey(d / "circuit_final.zkey")
+    assert w.public_signals(key.n_public) == jsonfiles.load_public(d / "public.json", key.curve)
+    system = r1cs.read_r1cs(d / "circuit.r1cs")
+    values = [wtns.words_to_int(v) for v in w.values]
+    assert system.n_public == key.n_public
+    assert system.first_unsatisfied(values) is None
+    values[-1] += 1
+    assert system.first_unsatisfied(values) is not None
+
+
+@pytest.mark.parametrize("name", ["bn128_chain_10", "bls12381_poseidon_10"])
+def test_proof_json_round_trips_byte_for_byte(name, tmp_path):
+    d = fixture_dir(name)
+    proof = jsonfiles.load_proof(d / "proof.json")
+    jsonfiles.write_json(tmp_path / "proof.json", jsonfiles.proof_json(proof))
+    assert (tmp_path / "proof.json").read_text() == (d / "proof.json").read_text()
+    public = jsonfiles.load_public(d / "public.json", proof.curve)
+    jsonfiles.write_public(tmp_path / "public.json", public)
+    assert (tmp_path / "public.json").read_text() == (d / "public.json").read_text()
+
+
+def test_json_errors_name_the_field(tmp_path):
+    d = fixture_dir("bn128_chain_10")
+    proof = json.loads((d / "proof.json").read_text())
+    proof["pi_c"][0] = "12x"
+    (tmp_path / "p.json").write_text(json.dumps(proof))
+    with pytest.raises(jsonfiles.FormatError, match=r"p\.json: pi_c\[0\]: expected a decimal string"):
+        jsonfiles.load_proof(tmp_path / "p.json")
+    proof = json.loads((d / "proof.json").read_text())
+    proof["curve"] = "secp256k1"
+    (tmp_path / "p.json").write_text(json.dumps(proof))
+    with pytest.raises(jsonfiles.FormatError, match="unsupported curve 'secp256k1'"):
+        jsonfiles.load_proof(tmp_path / "p.json")
+
+
+def test_importing_the_core_loads_no_queue_libraries():
+    code = "import sys, groth16.prover, groth16.verifier, groth16.cli; " \
+           "print(sorted(m for m in ('celery', 'redis', 'kombu') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,102 @@
+"""The worker runtime's parts on their own: device discovery (with a stand-in pynvml),
+per-device spawning, the key cache budget, faults and leases."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import types
+
+import pytest
+
+from queue_support import ROOT
+
+from workers import devices, faults, spawn
+from workers.keycache import KeyCache
+from workers.lease import LeaseKeeper
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    """A pynvml that reports two GPUs."""
+    m = types.ModuleType("pynvml")
+    m.nvmlInit = m.nvmlShutdown = lambda: None
+    m.nvmlSystemGetDriverVersion = lambda: "550.54"
+    m.nvmlDeviceGetCount = lambda: 2
+    m.nvmlDeviceGetHandleByIndex = lambda i: i
+    m.nvmlDeviceGetName = lambda h: b"NVIDIA H100"
+    m.nvmlDeviceGetUUID = lambda h: f"GPU-{h:04d}"
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    return m
+
+
+def test_one_worker_process_per_gpu_each_seeing_only_its_own(fake_nvml, monkeypatch):
+    found, why = devices.plan(None)
+    assert [(d.spec, d.name, d.driver, d.uuid) for d in found] == [
+        ("cuda:0", "NVIDIA H100", "550.54", "GPU-0000"), ("cuda:1", "NVIDIA H100", "550.54", "GPU-0001")]
+    started = []
+    monkeypatch.setattr(spawn.subprocess, "Popen", lambda cmd, env: started.append((cmd, env)) or types.SimpleNamespace(pid=1))
+    sup = spawn.Supervisor(found, threads=None, backend=None)
+    for c in sup.children:
+        sup._start(c)
+    for (cmd, env), d in zip(started, found):
+        assert cmd[1:3] == ["-m", "tasks.main"] and cmd[cmd.index("--device") + 1] == d.spec
+        assert cmd[cmd.index("--backend") + 1] == "cuda"
+        assert env["CUDA_VISIBLE_DEVICES"] == d.uuid and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert len({c.worker_id for c in sup.children}) == 2
+
+
+def test_cpu_workers_see_no_gpu(monkeypatch):
+    found, _ = devices.plan(3)
+    assert [d.spec for d in found] == ["cpu:0", "cpu:1", "cpu:2"]
+    started = []
+    monkeypatch.setattr(spawn.subprocess, "Popen", lambda cmd, env: started.append(env) or types.SimpleNamespace(pid=1))
+    sup = spawn.Supervisor(found, threads=1, backend=None)
+    sup._start(sup.children[0])
+    assert started[0]["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_worker_without_gpu_or_cpu_flag_says_what_to_do(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)      # import fails: not installed
+    assert devices.plan(None) == ([], "pynvml is not installed (pip install 'zkqueue[gpu]')")
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.modules['pynvml'] = None; "
+                           "from coordinator.cli import main; sys.exit(main(['worker']))"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--cpu N" in proc.stderr
+
+
+def test_key_cache_keeps_within_its_budget():
+    cache = KeyCache(budget_bytes=100)
+    loads = []
+
+    def loader(name, size):
+        return lambda: (loads.append(name) or name, size)
+
+    assert cache.get("a", loader("a", 60)) == ("a", False)
+    assert cache.get("a", loader("a", 60)) == ("a", True)
+    cache.get("b", loader("b", 30))
+    cache.get("a", loader("a", 60))                        # a is now the most recent
+    cache.get("c", loader("c", 40))                        # evicts b (least recent), not a
+    assert cache.used_bytes == 100 and loads == ["a", "b", "c"]
+    assert cache.get("b", loader("b", 30))[1] is False
+    assert cache.get("huge", loader("huge", 1000)) == ("huge", False)   # used, never kept
+    assert cache.used_bytes <= 100
+
+
+def test_faults_parse_and_apply():
+    f = faults.parse("slow:0.5, slow-first:2,corrupt")
+    assert (f.slow_s, f.slow_first_s, f.corrupt) == (0.5, 2.0, True)
+    assert faults.parse("") == faults.Faults() and not faults.Faults().any
+    with pytest.raises(ValueError, match="unknown fault"):
+        faults.parse("explode")
+    stop = threading.Event()
+    stop.set()
+    faults.parse("slow:60").delay(1, stop)                 # returns at once when stopped
+
+
+def test_lease_keeper_stops_the_prover_when_the_lease_is_lost():
+    verdicts = iter(["ok", "ok", "lost"])
+    with LeaseKeeper(lambda: next(verdicts), interval_s=0.01) as lease:
+        assert lease.stop.wait(5)
+    assert lease.reason == "lost"
