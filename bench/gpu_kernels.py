@@ -113,7 +113,7 @@ def bench_msm(be, curve, g2: bool, logs, reps, budget, rows, check_cpu: bool) ->
             note = f"target <= {target:.0f} ms on H200: {'met' if t_dev <= target else 'MISSED'}"
         rows.append((label, f"2^{log_n}", f"{t_dev:.2f}", f"{t_host:.2f}", note))
         print(f"  {label} 2^{log_n}: {t_dev:.2f} ms device, {t_host:.2f} ms host", flush=True)
-        del pts, dev_sc
+        pts = dev_sc = host_sc = None  # free before the next, larger size
         be.release_memory()
 
 
@@ -132,7 +132,7 @@ def bench_ntt(be, curve, logs, reps, budget, rows) -> None:
         last_ms = t_host
         rows.append((label, f"2^{log_n}", f"{t_dev:.2f}", f"{t_host:.2f}", "forward"))
         print(f"  {label} 2^{log_n}: {t_dev:.2f} ms device, {t_host:.2f} ms host", flush=True)
-        del x
+        x = host = None
         be.release_memory()
 
 

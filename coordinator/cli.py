@@ -134,6 +134,8 @@ def cmd_worker(args) -> int:
     settings = _settings(args)   # checked here, so a bad setting fails before any process starts
     os.environ["ZKQUEUE_REDIS_URL"] = settings.redis_url
     os.environ["ZKQUEUE_STORE_URL"] = settings.store_url
+    if args.key_cache_bytes:
+        os.environ["ZKQUEUE_KEY_CACHE_BYTES"] = str(args.key_cache_bytes)
     # The supervisor is the worker runtime's entry point; the library modules of
     # `coordinator` never import `workers`.
     from workers import spawn
@@ -189,6 +191,8 @@ def add_queue_commands(sub) -> None:
     wk.add_argument("--cpu", type=int, default=None, metavar="N", help="N CPU worker processes instead of GPUs")
     wk.add_argument("--threads", type=int, default=None, help="backend threads per worker (CPU)")
     wk.add_argument("--backend", choices=("cpu", "cuda"), default=None)
+    wk.add_argument("--key-cache-bytes", type=int, default=None,
+                    help="proving keys kept loaded per worker (default: $ZKQUEUE_KEY_CACHE_BYTES or 4 GiB)")
     wk.set_defaults(func=cmd_worker)
 
     d = sub.add_parser("demo", parents=[common],

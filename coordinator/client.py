@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable
 
-import redis
 
 from . import keys
 from .errors import BadRequest, JobCancelled, JobFailed, JobNotFound, WaitTimeout

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from queue_support import CHAIN, PARTITIONS, ROOT, queue, wait_until  # noqa: F401  (fixtures)
+from queue_support import CHAIN, PARTITIONS, ROOT, queue  # noqa: F401  (fixture)
 
 from coordinator import keys
 from coordinator.errors import ConfigError, JobCancelled, JobFailed, WaitTimeout

@@ -32,7 +32,6 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 

@@ -27,20 +27,20 @@ struct Fp {
 
     // Limb i of a 64-bit-word constant, split for 32-bit limbs.
     template <class W>
-    static ZKQ_HD constexpr L limb(W words, int i) {
+    static ZKQ_HD_HOT constexpr L limb(W words, int i) {
         return BITS == 64 ? (L)words(i) : (L)(words(i / 2) >> (32 * (i % 2)));
     }
-    static ZKQ_HD constexpr L mod(int i) { return limb(P::p, i); }
+    static ZKQ_HD_HOT constexpr L mod(int i) { return limb(P::p, i); }
 
     // -p^-1 mod 2^BITS, by Newton iteration (each step doubles the correct low bits).
-    static ZKQ_HD constexpr L minv() {
+    static ZKQ_HD_HOT constexpr L minv() {
         L x = 1;
         for (int k = 0; k < 7; k++) x = x * (L)(2 - mod(0) * x);
         return (L)(0 - x);
     }
 
-    static ZKQ_HD Fp zero() { Fp r; for (int i = 0; i < N; i++) r.v[i] = 0; return r; }
-    static ZKQ_HD Fp one() { Fp r; for (int i = 0; i < N; i++) r.v[i] = limb(P::r, i); return r; }
+    static ZKQ_HD_HOT Fp zero() { Fp r; for (int i = 0; i < N; i++) r.v[i] = 0; return r; }
+    static ZKQ_HD_HOT Fp one() { Fp r; for (int i = 0; i < N; i++) r.v[i] = limb(P::r, i); return r; }
     static ZKQ_HD Fp r2() { Fp r; for (int i = 0; i < N; i++) r.v[i] = limb(P::r2, i); return r; }
 
     // Montgomery form of a small integer.
@@ -50,17 +50,17 @@ struct Fp {
         return r * r2();
     }
 
-    ZKQ_HD bool is_zero() const {
+    ZKQ_HD_HOT bool is_zero() const {
         L acc = 0;
         for (int i = 0; i < N; i++) acc |= v[i];
         return acc == 0;
     }
-    ZKQ_HD bool operator==(const Fp& o) const {
+    ZKQ_HD_HOT bool operator==(const Fp& o) const {
         L acc = 0;
         for (int i = 0; i < N; i++) acc |= v[i] ^ o.v[i];
         return acc == 0;
     }
-    ZKQ_HD bool operator!=(const Fp& o) const { return !(*this == o); }
+    ZKQ_HD_HOT bool operator!=(const Fp& o) const { return !(*this == o); }
 
     // True when the raw limbs are >= p (an unreduced, i.e. invalid, encoding).
     ZKQ_HD bool geq_modulus() const {
@@ -71,7 +71,7 @@ struct Fp {
     }
 
     // this -= p when this >= p; used after additions, whose sum is below 2p < 2^(N*BITS).
-    ZKQ_HD void reduce_once() {
+    ZKQ_HD_HOT void reduce_once() {
         L t[N];
         L borrow = 0;
         for (int i = 0; i < N; i++) {
@@ -83,7 +83,7 @@ struct Fp {
             for (int i = 0; i < N; i++) v[i] = t[i];
     }
 
-    ZKQ_HD Fp operator+(const Fp& b) const {
+    ZKQ_HD_HOT Fp operator+(const Fp& b) const {
         Fp r;
         L carry = 0;
         for (int i = 0; i < N; i++) {
@@ -95,7 +95,7 @@ struct Fp {
         return r;
     }
 
-    ZKQ_HD Fp operator-(const Fp& b) const {
+    ZKQ_HD_HOT Fp operator-(const Fp& b) const {
         Fp r;
         L borrow = 0;
         for (int i = 0; i < N; i++) {
@@ -114,11 +114,11 @@ struct Fp {
         return r;
     }
 
-    ZKQ_HD Fp operator-() const { return zero() - *this; }
-    ZKQ_HD Fp dbl() const { return *this + *this; }
+    ZKQ_HD_HOT Fp operator-() const { return zero() - *this; }
+    ZKQ_HD_HOT Fp dbl() const { return *this + *this; }
 
     // a*b*R^-1 mod p (CIOS, no final carry word; see the header comment).
-    ZKQ_HD Fp operator*(const Fp& b) const {
+    ZKQ_HD_HOT Fp operator*(const Fp& b) const {
         L t[N];
         for (int i = 0; i < N; i++) t[i] = 0;
         const L inv = minv();
@@ -143,10 +143,10 @@ struct Fp {
         return r;
     }
 
-    ZKQ_HD Fp sqr() const { return *this * *this; }
-    ZKQ_HD Fp& operator+=(const Fp& b) { return *this = *this + b; }
-    ZKQ_HD Fp& operator-=(const Fp& b) { return *this = *this - b; }
-    ZKQ_HD Fp& operator*=(const Fp& b) { return *this = *this * b; }
+    ZKQ_HD_HOT Fp sqr() const { return *this * *this; }
+    ZKQ_HD_HOT Fp& operator+=(const Fp& b) { return *this = *this + b; }
+    ZKQ_HD_HOT Fp& operator-=(const Fp& b) { return *this = *this - b; }
+    ZKQ_HD_HOT Fp& operator*=(const Fp& b) { return *this = *this * b; }
 
     // Out of / into Montgomery form: x*R^-1 and x*R.
     ZKQ_HD Fp from_mont() const { Fp o = zero(); o.v[0] = 1; return *this * o; }

@@ -12,15 +12,15 @@ struct Fp2 {
 
     static ZKQ_HD Fp2 zero() { return {F::zero(), F::zero()}; }
     static ZKQ_HD Fp2 one() { return {F::one(), F::zero()}; }
-    ZKQ_HD bool is_zero() const { return c0.is_zero() && c1.is_zero(); }
+    ZKQ_HD_HOT bool is_zero() const { return c0.is_zero() && c1.is_zero(); }
     ZKQ_HD bool operator==(const Fp2& o) const { return c0 == o.c0 && c1 == o.c1; }
     ZKQ_HD bool operator!=(const Fp2& o) const { return !(*this == o); }
     ZKQ_HD bool geq_modulus() const { return c0.geq_modulus() || c1.geq_modulus(); }
 
-    ZKQ_HD Fp2 operator+(const Fp2& b) const { return {c0 + b.c0, c1 + b.c1}; }
-    ZKQ_HD Fp2 operator-(const Fp2& b) const { return {c0 - b.c0, c1 - b.c1}; }
-    ZKQ_HD Fp2 operator-() const { return {-c0, -c1}; }
-    ZKQ_HD Fp2 dbl() const { return {c0.dbl(), c1.dbl()}; }
+    ZKQ_HD_HOT Fp2 operator+(const Fp2& b) const { return {c0 + b.c0, c1 + b.c1}; }
+    ZKQ_HD_HOT Fp2 operator-(const Fp2& b) const { return {c0 - b.c0, c1 - b.c1}; }
+    ZKQ_HD_HOT Fp2 operator-() const { return {-c0, -c1}; }
+    ZKQ_HD_HOT Fp2 dbl() const { return {c0.dbl(), c1.dbl()}; }
 
     // Karatsuba: (a0 + a1 u)(b0 + b1 u) = a0 b0 - a1 b1 + ((a0 + a1)(b0 + b1) - a0 b0 - a1 b1) u
     ZKQ_HD_CALL Fp2 operator*(const Fp2& b) const {
@@ -30,8 +30,8 @@ struct Fp2 {
     ZKQ_HD Fp2 operator*(const F& b) const { return {c0 * b, c1 * b}; }
     // (a0 + a1 u)^2 = (a0 + a1)(a0 - a1) + 2 a0 a1 u
     ZKQ_HD_CALL Fp2 sqr() const { return {(c0 + c1) * (c0 - c1), (c0 * c1).dbl()}; }
-    ZKQ_HD Fp2& operator+=(const Fp2& b) { return *this = *this + b; }
-    ZKQ_HD Fp2& operator-=(const Fp2& b) { return *this = *this - b; }
+    ZKQ_HD_HOT Fp2& operator+=(const Fp2& b) { return *this = *this + b; }
+    ZKQ_HD_HOT Fp2& operator-=(const Fp2& b) { return *this = *this - b; }
     ZKQ_HD Fp2& operator*=(const Fp2& b) { return *this = *this * b; }
 
     // 1/(a0 + a1 u) = (a0 - a1 u) / (a0^2 + a1^2); zero maps to zero.

@@ -1,6 +1,14 @@
 // test_entry.cpp - test-only entry points: run the shared field and curve templates with
 // 32-bit limbs (what the GPU runs) and 64-bit limbs on the host, so tests can compare both
 // against Python integers. Not used by the prover.
+//
+// Compiled at -O1: the 32-bit instantiations of every field and G1/G2 formula are test-only
+// and cost g++ ~4x more CPU at -O3 than the rest of this file, for no benefit to tests.
+// The namespace is renamed for this file so that none of its (less optimised) template
+// instances share a symbol with the -O3 ones of the prover's sources: the linker keeps one
+// copy of each inline function, and it must never be this file's.
+#pragma GCC optimize("O1")
+#define zkq zkq_test_o1
 #include "zkq.hpp"
 
 namespace zkq {
