@@ -63,13 +63,15 @@ class Sender:
         """
         queue = keys.worker_queue(route_to) if route_to else keys.SHARED_QUEUE
         self.app.send_task(TASK_PROVE, args=(job_id, index, token), queue=queue, routing_key=queue,
-                           priority=priority, task_id=f"{job_id}:{index}")
+                           priority=priority, task_id=f"{job_id}:{index}",
+                           argsrepr=f"job={job_id} partition={index} attempt_token={token}")
 
     def send_finalize(self, job_id: str, token: int, *, route_to: str = "") -> None:
         """Enqueues finalize(job, token), ahead of every partition."""
         queue = keys.worker_queue(route_to) if route_to else keys.SHARED_QUEUE
         self.app.send_task(TASK_FINALIZE, args=(job_id, token), queue=queue, routing_key=queue,
-                           priority=FINALIZE_PRIORITY, task_id=f"{job_id}:finalize")
+                           priority=FINALIZE_PRIORITY, task_id=f"{job_id}:finalize",
+                           argsrepr=f"job={job_id} finalize attempt_token={token}")
 
     def close(self) -> None:
         self.app.close()

@@ -147,11 +147,38 @@ def cmd_worker(args) -> int:
 
 def cmd_demo(args) -> int:
     from . import demo
-    return demo.run(_settings(args), timeout_s=args.timeout)
+    return demo.run(_settings(args), timeout_s=args.timeout, external=args.external)
+
+
+def cmd_metrics(args) -> int:
+    from . import metrics
+    settings = _settings(args)
+    print(f"zkqueue metrics: serving queue metrics on http://{args.addr}:{args.port}/metrics", file=sys.stderr)
+    metrics.serve(settings, args.port, args.addr)
+    return EXIT_OK
+
+
+def cmd_flower(args) -> int:
+    """Flower on the zkqueue broker, with HTTP basic auth from $ZKQUEUE_FLOWER_AUTH (user:password)."""
+    settings = _settings(args)
+    auth = os.environ.get("ZKQUEUE_FLOWER_AUTH", "")
+    if ":" not in auth:
+        raise ConfigError("set ZKQUEUE_FLOWER_AUTH=user:password (Flower is never served without auth)",
+                          expected="user:password", found="unset" if not auth else "no ':'")
+    from celery import Celery
+
+    from .broker import celery_config
+    app = Celery("zkqueue", set_as_current=True)
+    app.conf.update(celery_config(settings))
+    port = args.port or int(os.environ.get("ZKQUEUE_FLOWER_PORT") or 5555)
+    # Flower reads its options from FLOWER_* variables too: the password stays off the command line.
+    os.environ["FLOWER_BASIC_AUTH"] = auth
+    app.start(argv=["flower", f"--port={port}", f"--address={args.addr}"])
+    return EXIT_OK
 
 
 def add_queue_commands(sub) -> None:
-    """Registers submit, wait, status, cancel, worker and demo."""
+    """Registers submit, wait, status, cancel, worker, demo, metrics and flower."""
     from .jobs import Priority
 
     common = argparse.ArgumentParser(add_help=False)
@@ -198,7 +225,20 @@ def add_queue_commands(sub) -> None:
     d = sub.add_parser("demo", parents=[common],
                        help="prove a bundled 4-partition job on 2 local CPU workers (starts Redis if needed)")
     d.add_argument("--timeout", type=float, default=300.0)
+    d.add_argument("--external", action="store_true",
+                   help="use the workers already serving the broker: start neither Redis nor workers")
     d.set_defaults(func=cmd_demo)
+
+    m = sub.add_parser("metrics", parents=[common], help="serve the queue's Prometheus metrics (depth, in-flight age)")
+    m.add_argument("--port", type=int, default=9100)
+    m.add_argument("--addr", default="0.0.0.0")
+    m.set_defaults(func=cmd_metrics)
+
+    f = sub.add_parser("flower", parents=[common],
+                       help="the Flower dashboard on the broker (basic auth from $ZKQUEUE_FLOWER_AUTH)")
+    f.add_argument("--port", type=int, default=None, help="default: $ZKQUEUE_FLOWER_PORT or 5555")
+    f.add_argument("--addr", default="0.0.0.0")
+    f.set_defaults(func=cmd_flower)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,8 +100,22 @@ def stop_group(proc: subprocess.Popen | None, grace_s: float = 15.0) -> None:
         pass
 
 
-def run(settings: Settings, *, timeout_s: float = 300.0) -> int:
+def run_external(settings: Settings, *, timeout_s: float = 300.0) -> int:
+    """The demo job on the workers already serving `settings.redis_url` (compose's demo service)."""
+    from .client import Client
+    try:
+        with Client(settings=settings) as client:
+            _wait_for(lambda: client.workers(), 300, "a worker to report ready")
+            return _prove_and_check(client, timeout_s)
+    except DemoError as exc:
+        print(f"demo: FAILED: {exc}", file=sys.stderr)
+        return 1
+
+
+def run(settings: Settings, *, timeout_s: float = 300.0, external: bool = False) -> int:
     """Runs the demo; 0 when every proof verified, 1 with the reason otherwise."""
+    if external:
+        return run_external(settings, timeout_s=timeout_s)
     redis_proc = workers = None
     log_dir = tempfile.mkdtemp(prefix="zkqueue-demo-")
     log_path = Path(log_dir) / "workers.log"

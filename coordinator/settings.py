@@ -2,7 +2,8 @@
 
 Environment: ZKQUEUE_REDIS_URL, ZKQUEUE_STORE_URL, ZKQUEUE_LEASE_TTL_S,
 ZKQUEUE_REAPER_INTERVAL_S, ZKQUEUE_MAX_ATTEMPTS, ZKQUEUE_TASK_TIME_LIMIT_S,
-ZKQUEUE_VISIBILITY_TIMEOUT_S, ZKQUEUE_KEY_CACHE_BYTES, ZKQUEUE_RESULT_TTL_S.
+ZKQUEUE_VISIBILITY_TIMEOUT_S, ZKQUEUE_KEY_CACHE_BYTES, ZKQUEUE_RESULT_TTL_S,
+ZKQUEUE_METRICS_PORT, ZKQUEUE_TASK_EVENTS (every field below, upper-cased).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Settings:
     key_cache_bytes: int = 4 << 30
     result_ttl_s: float = 7 * 24 * 3600.0
     max_bounces: int = 60               # re-routes of a partition only its bad worker could take
+    metrics_port: int = 0               # Prometheus /metrics of worker i on metrics_port + i; 0: off
+    task_events: int = 1                # 1: workers send Celery task events (Flower lists tasks)
 
     @property
     def lease_refresh_s(self) -> float:

@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     app.worker_main(argv=[
         "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
         f"--queues={worker_queue(worker_id)},{SHARED_QUEUE}", f"--loglevel={args.loglevel}",
-        "--without-mingle", "--without-gossip", "--without-heartbeat", "--prefetch-multiplier=1",
+        "--without-mingle", "--without-gossip", "--prefetch-multiplier=1",
+        # Celery's event heartbeat only feeds monitors (Flower); liveness is our own heartbeat.
+        *([] if settings.task_events else ["--without-heartbeat"]),
     ])
     return 0
 
@@ -96,6 +98,13 @@ def _install_signals(app, settings, worker_id: str) -> None:
     from . import context
 
     state: dict = {}
+
+    @signals.worker_process_init.connect(weak=False)
+    def _child_init(**_):
+        # Proving happens in the pool child, so its counters are the ones to serve.
+        if settings.metrics_port:
+            from workers import metrics
+            metrics.start_server(settings.metrics_port)
 
     def info() -> dict:
         import psutil

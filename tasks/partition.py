@@ -11,6 +11,7 @@ from coordinator.broker import TASK_PROVE
 from coordinator.errors import ArtifactCorrupt
 from coordinator.keys import FINALIZE_SLOT
 from groth16.errors import BackendUnavailable, InputError
+from workers import metrics
 from workers.lease import LeaseKeeper
 
 from . import context
@@ -59,11 +60,13 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     except (InputError, ArtifactCorrupt) as exc:
         # The same input fails the same way everywhere: fail the job now, name the partition.
         log.warning("job %s partition %d: bad input: %s", job_id, index, exc)
+        metrics.failed("input_error")
         if b.fail_input(job_id, index, f"partition {index}: {exc}"):
             ctx.scheduler.expire_job(job_id)
         return "input_error"
     except Exception as exc:
         log.exception("job %s partition %d attempt %d failed", job_id, index, attempt)
+        metrics.failed(type(exc).__name__)
         # This device cannot run the backend at all: let another worker have it.
         exclude = ctx.worker_id if isinstance(exc, BackendUnavailable) else ""
         ctx.scheduler.requeue(job_id, index, token=token, states="running", event="retry",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import metrics
 from .faults import Faults
 from .keycache import KeyCache
 
@@ -61,6 +62,7 @@ class PartitionProver:
 
         t0 = time.perf_counter()
         key, cached = self.cache.get(sha, load)
+        metrics.key_cache(cached, self.cache.used_bytes)
         return key, 0.0 if cached else time.perf_counter() - t0
 
     def prove(self, zkey_sha: str, zkey_path: Callable[[], Path], witness_path: Path, *, attempt: int,
@@ -87,6 +89,7 @@ class PartitionProver:
         result = prover.prove(key, witness, self.backend(key.curve))   # verifies its own proof
         elapsed = time.perf_counter() - t0
         verify_s = result.timings_s.get("verify", 0.0)
+        metrics.proved(key.curve.name, key.domain_size, elapsed - verify_s)
         proof = self.faults.apply(result.proof)
         return Proved(proof=proof_json(proof), public=[str(s) for s in result.public_signals],
                       timings_s={"key_load_s": key_load_s, "prove_s": elapsed - verify_s, "verify_s": verify_s})

@@ -58,6 +58,9 @@ class Supervisor:
         env = dict(os.environ)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"       # CUDA's numbering = NVML's
         env["CUDA_VISIBLE_DEVICES"] = (d.uuid or str(d.index)) if d.kind == "cuda" else ""
+        base_port = int(os.environ.get("ZKQUEUE_METRICS_PORT") or 0)
+        if base_port:   # one /metrics port per worker process: base, base + 1, ...
+            env["ZKQUEUE_METRICS_PORT"] = str(base_port + self.children.index(child))
         cmd = [sys.executable, "-m", "tasks.main", "--device", d.spec, "--worker-id", child.worker_id,
                "--backend", self.backend or d.kind, *self.extra_args]
         if self.threads:

@@ -15,6 +15,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ..errors import InputError
+
 
 class Backend(Protocol):
     """What the prover needs from a compute device. Methods raise `BackendError` on failure."""
@@ -51,3 +53,19 @@ class Backend(Protocol):
 
     def msm_g2(self, points: np.ndarray, scalars_std: np.ndarray) -> bytes:
         """sum scalars[i] * points[i] on G2, as affine LEM bytes (zeros for infinity)."""
+
+
+def as_words(a: np.ndarray, width: int, what: str) -> np.ndarray:
+    """`a` as a contiguous (n, width) uint64 array (a view where possible)."""
+    arr = np.ascontiguousarray(a)
+    if arr.dtype == np.uint64 and arr.ndim == 2 and arr.shape[1] == width:
+        return arr  # the same object: the CUDA backend recognises its own outputs by identity
+    if arr.dtype != np.uint64:
+        if arr.dtype == np.uint8 and arr.size % (8 * width) == 0:
+            arr = arr.reshape(-1).view(np.uint64)  # raw bytes (e.g. a file section)
+        else:
+            arr = np.ascontiguousarray(arr, dtype=np.uint64)
+    if arr.size % width:
+        raise InputError(f"{what}: {arr.size} words is not a whole number of {width}-word elements",
+                         expected=f"multiple of {width}", found=arr.size)
+    return arr.reshape(-1, width)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import POINTER, c_int, c_int64, c_size_t, c_void_p
 
 import numpy as np
 
 from .. import native
 from ..curves import Curve
+from .base import as_words
 from ..errors import BackendError, FormatError, InputError
 
 # kernels/cpu/errors.hpp, code -> (error class, message)
@@ -97,20 +98,6 @@ def _check(rc: int, what: str, index: int | None = None, noun: str = "entry") ->
     raise cls(f"{what}: {msg}{where}", found=index if index is not None and index >= 0 else rc)
 
 
-def _words(a: np.ndarray, width: int, what: str) -> np.ndarray:
-    """A contiguous uint64 array of shape (n, width) viewing or copying `a`."""
-    arr = np.ascontiguousarray(a)
-    if arr.dtype != np.uint64:
-        if arr.dtype == np.uint8 and arr.size % (8 * width) == 0:
-            arr = arr.reshape(-1).view(np.uint64)  # raw bytes (e.g. a file section)
-        else:
-            arr = np.ascontiguousarray(arr, dtype=np.uint64)
-    if arr.size % width:
-        raise InputError(f"{what}: {arr.size} words is not a whole number of {width}-word elements",
-                         expected=f"multiple of {width}", found=arr.size)
-    return arr.reshape(-1, width)
-
-
 def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
@@ -155,7 +142,7 @@ class CpuBackend:
                 raise FormatError("coefficient section is not a whole number of 44-byte entries",
                                   expected="multiple of 44 bytes", found=raw.size)
             ncoefs = raw.size // 44
-        w = _words(witness_std, 4, "witness")
+        w = as_words(witness_std, 4, "witness")
         a = np.empty((domain_size, 4), dtype=np.uint64)
         b = np.empty((domain_size, 4), dtype=np.uint64)
         bad = c_int64(-1)
@@ -166,7 +153,7 @@ class CpuBackend:
 
     def mul(self, a_mont: np.ndarray, b_mont: np.ndarray) -> np.ndarray:
         """Pointwise a * b (Montgomery form in and out)."""
-        a, b = _words(a_mont, 4, "a"), _words(b_mont, 4, "b")
+        a, b = as_words(a_mont, 4, "a"), as_words(b_mont, 4, "b")
         if a.shape != b.shape:
             raise InputError("pointwise product of arrays of different lengths",
                              expected=a.shape[0], found=b.shape[0])
@@ -180,7 +167,7 @@ class CpuBackend:
 
         Raises InputError when the length is not a power of two within the 2-adicity.
         """
-        out = np.array(_words(values_mont, 4, "ntt input"), dtype=np.uint64, copy=True, order="C")
+        out = np.array(as_words(values_mont, 4, "ntt input"), dtype=np.uint64, copy=True, order="C")
         shift_ptr = None
         if coset_shift is not None:
             # Montgomery form of the shift for the kernel
@@ -193,7 +180,7 @@ class CpuBackend:
 
     def h_scalars(self, a_mont: np.ndarray, b_mont: np.ndarray, c_mont: np.ndarray) -> np.ndarray:
         """from_mont(a*b - c) pointwise: the H MSM's standard-form scalars."""
-        a, b, c = (_words(x, 4, "h input") for x in (a_mont, b_mont, c_mont))
+        a, b, c = (as_words(x, 4, "h input") for x in (a_mont, b_mont, c_mont))
         if not a.shape == b.shape == c.shape:
             raise InputError("h_scalars inputs differ in length",
                              expected=a.shape[0], found=(b.shape[0], c.shape[0]))
@@ -205,8 +192,8 @@ class CpuBackend:
     # ---- MSM and point checks -------------------------------------------------------
 
     def _msm(self, fn, points: np.ndarray, scalars_std: np.ndarray, width: int, what: str) -> bytes:
-        p = _words(points, width, f"{what} points")
-        s = _words(scalars_std, 4, f"{what} scalars")
+        p = as_words(points, width, f"{what} points")
+        s = as_words(scalars_std, 4, f"{what} scalars")
         if p.shape[0] != s.shape[0]:
             raise InputError(f"{what}: {p.shape[0]} points but {s.shape[0]} scalars",
                              expected=p.shape[0], found=s.shape[0])
@@ -229,7 +216,7 @@ class CpuBackend:
         return self._msm(self._lib.zkq_msm_g2, points, scalars_std, 4 * self._nwq, "msm_g2")
 
     def _check_points(self, fn, points: np.ndarray, width: int, what: str) -> None:
-        p = _words(points, width, what)
+        p = as_words(points, width, what)
         bad = c_int64(-1)
         rc = fn(self._cid, _ptr(p), p.shape[0], ctypes.byref(bad), self.threads)
         _check(rc, f"{what} ({self.curve.name})", bad.value, "point")

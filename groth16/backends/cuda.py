@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..curves import Curve
+from .base import as_words
 from ..encoding import fq_to_lem
 from ..errors import BackendError, BackendUnavailable, FormatError, Groth16Error, InputError, UnsupportedError
 
@@ -169,7 +170,7 @@ def choose_window(n: int, scalar_bits: int) -> int:
     return best
 
 
-def _mont_words(values: list[int], modulus: int, n_words: int) -> np.ndarray:
+def _montas_words(values: list[int], modulus: int, n_words: int) -> np.ndarray:
     """Integers -> Montgomery form (R = 2^(64*n_words)) as an (len, n_words) uint64 array."""
     r_mont = pow(2, 64 * n_words, modulus)
     data = b"".join((v * r_mont % modulus).to_bytes(8 * n_words, "little") for v in values)
@@ -191,7 +192,7 @@ def _geometric_tables(r: int, x: int, scale: int, log_count: int) -> tuple[np.nd
     for _ in range(1 << (log_count - lo_bits)):
         hi.append(v)
         v = v * step % r
-    return _mont_words(lo, r, 4), _mont_words(hi, r, 4), lo_bits
+    return _montas_words(lo, r, 4), _montas_words(hi, r, 4), lo_bits
 
 
 def _fq2_inv(a: tuple[int, int], q: int) -> tuple[int, int]:
@@ -201,22 +202,6 @@ def _fq2_inv(a: tuple[int, int], q: int) -> tuple[int, int]:
 
 def _fq2_mul(a: tuple[int, int], b: tuple[int, int], q: int) -> tuple[int, int]:
     return (a[0] * b[0] - a[1] * b[1]) % q, (a[0] * b[1] + a[1] * b[0]) % q
-
-
-def _words(a: np.ndarray, width: int, what: str) -> np.ndarray:
-    """`a` as a contiguous (n, width) uint64 array (a view where possible, as the CPU backend)."""
-    arr = np.ascontiguousarray(a)
-    if arr.dtype == np.uint64 and arr.ndim == 2 and arr.shape[1] == width:
-        return arr  # the same object: _input recognises this backend's own outputs by identity
-    if arr.dtype != np.uint64:
-        if arr.dtype == np.uint8 and arr.size % (8 * width) == 0:
-            arr = arr.reshape(-1).view(np.uint64)  # raw bytes (e.g. a file section)
-        else:
-            arr = np.ascontiguousarray(arr, dtype=np.uint64)
-    if arr.size % width:
-        raise InputError(f"{what}: {arr.size} words is not a whole number of {width}-word elements",
-                         expected=f"multiple of {width}", found=arr.size)
-    return arr.reshape(-1, width)
 
 
 def _immutable(arr: np.ndarray) -> bool:
@@ -342,8 +327,8 @@ class CudaBackend:
         self._scalar_bits = curve.r.bit_length()
         with self.rt.active():  # allocations land on the pinned device
             self._dummy = self.xp.zeros(4, dtype=self.xp.uint64)
-            self._b1 = self.rt.upload(_mont_words([curve.b], curve.q, self._q_words))
-            self._b2 = self.rt.upload(_mont_words(list(curve.b2), curve.q, self._q_words))
+            self._b1 = self.rt.upload(_montas_words([curve.b], curve.q, self._q_words))
+            self._b2 = self.rt.upload(_montas_words(list(curve.b2), curve.q, self._q_words))
         log.info("cuda backend on %s for %s, kernels %s", self.rt.describe(), curve.name, source_hash())
 
     # -- bookkeeping ------------------------------------------------------------------
@@ -395,7 +380,7 @@ class CudaBackend:
         self.rt.launch(name, threads, args, block=block)
 
     def _fr_array(self, arr: np.ndarray, what: str, n: int | None = None) -> np.ndarray:
-        arr = _words(arr, 4, what)
+        arr = as_words(arr, 4, what)
         if n is not None and len(arr) != n:
             raise InputError(f"{what}: {len(arr)} elements where {n} were expected", expected=n, found=len(arr))
         return arr
@@ -573,7 +558,7 @@ class CudaBackend:
         """msm.cu's steps 1-5; the points are fed in chunks of at most SORT_ENTRIES / windows."""
         xp = self.xp
         coord = self._q_words * (1 if group == "g1" else 2)  # words per coordinate
-        points = _words(points, 2 * coord, f"msm_{group} points")
+        points = as_words(points, 2 * coord, f"msm_{group} points")
         n = len(points)
         scalars = self._fr_array(scalars, f"msm_{group} scalars", n)
         if n == 0:
@@ -674,7 +659,7 @@ class CudaBackend:
 
     def _check(self, group: str, points: np.ndarray) -> None:
         coord = self._q_words * (1 if group == "g1" else 2)
-        points = _words(points, 2 * coord, f"{group.upper()} point")
+        points = as_words(points, 2 * coord, f"{group.upper()} point")
         n = len(points)
         if n == 0:
             return

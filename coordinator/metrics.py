@@ -1,0 +1,98 @@
+"""Coordinator-side Prometheus metrics, computed from Redis at scrape time.
+
+`zkqueue metrics --port N` serves them on http://HOST:N/metrics:
+
+    zkqueue_queue_messages{queue}          messages waiting in a Celery queue (all priority levels)
+    zkqueue_unacked_messages               messages delivered to a worker and not yet acknowledged
+    zkqueue_queue_depth                    the two above together: work not yet done
+    zkqueue_inflight_partitions            partitions queued, being sent or running
+    zkqueue_oldest_inflight_partition_age_seconds   now - enqueued_at of the oldest of them
+    zkqueue_live_workers                   workers with a live heartbeat
+"""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from . import keys
+from .broker import queue_lists
+from .settings import Settings
+
+# kombu's Redis transport keeps delivered, unacknowledged messages here (its defaults).
+UNACKED_HASH = "unacked"
+INFLIGHT_STATES = {b"queued", b"sending", b"running"}
+LIVE_JOB_STATES = {b"queued", b"running"}
+RECENT_JOBS = 1000
+
+
+def snapshot(r: redis.Redis, now: float | None = None) -> dict:
+    """The coordinator's gauges as a plain dict (what the collector exports).
+
+    Raises:
+        redis.RedisError: Redis cannot be reached.
+    """
+    now = time.time() if now is None else now
+    queues = {keys.SHARED_QUEUE: 0}
+    for name in r.scan_iter(match=keys.worker_queue("*"), count=500):
+        name = name.decode()
+        base = name.split("\x06")[0]
+        queues.setdefault(base, 0)
+    for q in queues:
+        queues[q] = sum(r.llen(lst) for lst in queue_lists(q))
+    unacked = r.hlen(UNACKED_HASH)
+    inflight, oldest = 0, 0.0
+    for job_id in r.zrevrange(keys.jobs(), 0, RECENT_JOBS - 1):
+        job_id = job_id.decode()
+        state, n = r.hmget(keys.job(job_id), "state", "n")
+        if state not in LIVE_JOB_STATES or n is None:
+            continue
+        with r.pipeline() as p:
+            for i in range(int(n)):
+                p.hmget(keys.slot(job_id, i), "state", "enqueued_at")
+            rows = p.execute()
+        for st, enq in rows:
+            if st in INFLIGHT_STATES:
+                inflight += 1
+                if enq:
+                    oldest = max(oldest, now - float(enq))
+    from .registry import Registry
+    return {"queues": queues, "unacked": unacked, "depth": sum(queues.values()) + unacked,
+            "inflight": inflight, "oldest_age_s": oldest, "live_workers": len(Registry(r, ttl_s=5).live())}
+
+
+class QueueCollector:
+    """A prometheus_client collector reading snapshot() on every scrape."""
+
+    def __init__(self, settings: Settings):
+        self.r = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+        s = snapshot(self.r)
+        q = GaugeMetricFamily("zkqueue_queue_messages", "Messages waiting in a Celery queue", labels=["queue"])
+        for name, n in sorted(s["queues"].items()):
+            q.add_metric([name], n)
+        yield q
+        yield GaugeMetricFamily("zkqueue_unacked_messages", "Messages delivered and not yet acknowledged",
+                                value=s["unacked"])
+        yield GaugeMetricFamily("zkqueue_queue_depth", "Queued plus unacknowledged messages", value=s["depth"])
+        yield GaugeMetricFamily("zkqueue_inflight_partitions", "Partitions queued, being sent or running",
+                                value=s["inflight"])
+        yield GaugeMetricFamily("zkqueue_oldest_inflight_partition_age_seconds",
+                                "Seconds since the oldest in-flight partition was enqueued", value=s["oldest_age_s"])
+        yield GaugeMetricFamily("zkqueue_live_workers", "Workers with a live heartbeat", value=s["live_workers"])
+
+
+def serve(settings: Settings, port: int, addr: str = "0.0.0.0") -> None:
+    """Serves the coordinator's metrics on `addr:port` until interrupted."""
+    from prometheus_client import CollectorRegistry, start_http_server
+    reg = CollectorRegistry()
+    reg.register(QueueCollector(settings))
+    start_http_server(port, addr=addr, registry=reg)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass

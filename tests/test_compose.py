@@ -1,0 +1,93 @@
+"""compose.yaml: every command it runs is a real `zkqueue` command line, every variable it sets
+on a zkqueue container is one the code reads, and the services the deployment needs are there."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coordinator.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
+SERVICES = COMPOSE["services"]
+# Our image's services (the redis service runs the upstream image).
+OURS = {name: s for name, s in SERVICES.items() if "build" in s}
+# os.environ.get("X" / os.environ["X"] (not an assignment) / os.getenv("X")
+READ = re.compile(r"""(?:environ\.get\(|getenv\(|environ\[)\s*["'](ZKQUEUE_[A-Z0-9_]+)["'](?!\]\s*=[^=])""")
+
+
+def parser():
+    from groth16.cli import add_commands, new_parser
+
+    from coordinator.cli import add_queue_commands
+    p, sub = new_parser()
+    add_commands(sub)
+    add_queue_commands(sub)
+    return p
+
+
+def variables_read() -> set[str]:
+    names = {f"ZKQUEUE_{f.name.upper()}" for f in fields(Settings)}
+    for package in ("coordinator", "tasks", "workers", "groth16"):
+        for py in (ROOT / package).rglob("*.py"):
+            names |= set(READ.findall(py.read_text()))
+    return names
+
+
+def test_our_services_build_from_the_dockerfile():
+    assert (ROOT / "Dockerfile").is_file()
+    assert {"worker-gpu", "worker-cpu", "flower", "demo"} <= set(OURS)
+    for name, s in OURS.items():
+        build = s["build"] if isinstance(s["build"], dict) else {"context": s["build"]}
+        assert (ROOT / build["context"] / build.get("dockerfile", "Dockerfile")).is_file(), name
+
+
+@pytest.mark.parametrize("name", sorted(OURS))
+def test_every_command_is_a_zkqueue_command_line(name):
+    command = OURS[name]["command"]
+    assert isinstance(command, list), f"{name}: write the command as a list"
+    args = parser().parse_args([str(c) for c in command])   # SystemExit on an unknown command/option
+    assert callable(args.func)
+
+
+@pytest.mark.parametrize("name", sorted(OURS))
+def test_every_variable_set_is_read_by_zkqueue(name):
+    env = OURS[name].get("environment") or {}
+    assert isinstance(env, dict), f"{name}: write environment as a mapping"
+    unknown = set(env) - variables_read()
+    assert not unknown, f"{name} sets {sorted(unknown)}, which nothing in zkqueue reads"
+
+
+def test_the_variable_scan_finds_what_the_code_reads():
+    names = variables_read()
+    assert {"ZKQUEUE_REDIS_URL", "ZKQUEUE_METRICS_PORT", "ZKQUEUE_FLOWER_AUTH", "ZKQUEUE_LOGLEVEL"} <= names
+    assert "ZKQUEUE_NOT_A_SETTING" not in names
+
+
+def test_redis_is_persistent_and_password_protected():
+    cmd = " ".join(SERVICES["redis"]["command"])
+    assert "--appendonly yes" in cmd
+    assert "--requirepass ${REDIS_PASSWORD" in cmd
+    for name, s in OURS.items():
+        assert "${REDIS_PASSWORD" in s["environment"]["ZKQUEUE_REDIS_URL"], name
+
+
+def test_gpu_workers_reserve_devices_and_cpu_workers_have_their_profile():
+    gpu = SERVICES["worker-gpu"]
+    devices = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in devices)
+    assert gpu["command"][0] == "worker" and "--cpu" not in gpu["command"]   # one process per GPU found
+    cpu = SERVICES["worker-cpu"]
+    assert "cpu" in cpu["profiles"] and cpu["command"][:2] == ["worker", "--cpu"]
+
+
+def test_flower_has_auth_and_the_demo_is_one_shot():
+    assert "ZKQUEUE_FLOWER_AUTH" in SERVICES["flower"]["environment"]
+    demo = SERVICES["demo"]
+    assert demo["command"][0] == "demo" and "--external" in demo["command"]
+    assert demo["restart"] == "no"
