@@ -173,6 +173,8 @@ def cmd_flower(args) -> int:
     port = args.port or int(os.environ.get("ZKQUEUE_FLOWER_PORT") or 5555)
     # Flower reads its options from FLOWER_* variables too: the password stays off the command line.
     os.environ["FLOWER_BASIC_AUTH"] = auth
+    # The task list shows each task's arguments: "job=<id> partition=<i> attempt_token=<t>".
+    os.environ.setdefault("FLOWER_TASKS_COLUMNS", "name,args,state,worker,received,runtime,uuid")
     app.start(argv=["flower", f"--port={port}", f"--address={args.addr}"])
     return EXIT_OK
 

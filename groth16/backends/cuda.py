@@ -170,7 +170,7 @@ def choose_window(n: int, scalar_bits: int) -> int:
     return best
 
 
-def _montas_words(values: list[int], modulus: int, n_words: int) -> np.ndarray:
+def _mont_words(values: list[int], modulus: int, n_words: int) -> np.ndarray:
     """Integers -> Montgomery form (R = 2^(64*n_words)) as an (len, n_words) uint64 array."""
     r_mont = pow(2, 64 * n_words, modulus)
     data = b"".join((v * r_mont % modulus).to_bytes(8 * n_words, "little") for v in values)
@@ -192,7 +192,7 @@ def _geometric_tables(r: int, x: int, scale: int, log_count: int) -> tuple[np.nd
     for _ in range(1 << (log_count - lo_bits)):
         hi.append(v)
         v = v * step % r
-    return _montas_words(lo, r, 4), _montas_words(hi, r, 4), lo_bits
+    return _mont_words(lo, r, 4), _mont_words(hi, r, 4), lo_bits
 
 
 def _fq2_inv(a: tuple[int, int], q: int) -> tuple[int, int]:
@@ -327,8 +327,8 @@ class CudaBackend:
         self._scalar_bits = curve.r.bit_length()
         with self.rt.active():  # allocations land on the pinned device
             self._dummy = self.xp.zeros(4, dtype=self.xp.uint64)
-            self._b1 = self.rt.upload(_montas_words([curve.b], curve.q, self._q_words))
-            self._b2 = self.rt.upload(_montas_words(list(curve.b2), curve.q, self._q_words))
+            self._b1 = self.rt.upload(_mont_words([curve.b], curve.q, self._q_words))
+            self._b2 = self.rt.upload(_mont_words(list(curve.b2), curve.q, self._q_words))
         log.info("cuda backend on %s for %s, kernels %s", self.rt.describe(), curve.name, source_hash())
 
     # -- bookkeeping ------------------------------------------------------------------
