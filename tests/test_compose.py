@@ -4,11 +4,15 @@ on a zkqueue container is one the code reads, and the services the deployment ne
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
+
+from queue_support import queue  # noqa: F401  (fixture)
 
 from coordinator.settings import Settings
 
@@ -91,3 +95,13 @@ def test_flower_has_auth_and_the_demo_is_one_shot():
     demo = SERVICES["demo"]
     assert demo["command"][0] == "demo" and "--external" in demo["command"]
     assert demo["restart"] == "no"
+
+
+def test_the_demo_services_command_proves_on_running_workers(queue):  # noqa: F811
+    group = queue.start_workers(2)
+    queue.ready(group)
+    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", *SERVICES["demo"]["command"][:2],
+                           "--timeout", "120"], cwd=ROOT, env=queue.env(), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "demo: OK" in proc.stdout and proc.stdout.count("verified (worker") == 4, proc.stdout

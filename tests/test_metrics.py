@@ -100,3 +100,25 @@ def test_workers_and_coordinator_export_metrics_after_a_job(queue, monkeypatch):
     finally:
         exporter.terminate()
         exporter.wait(timeout=10)
+
+
+def test_queue_depth_counts_the_running_partitions_unacknowledged_message(queue):
+    port = free_ports(1)
+    exporter = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "metrics", "--port", str(port),
+                                 "--addr", "127.0.0.1"], cwd=ROOT, env=queue.env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        group = queue.start_workers(1, fault="slow:3")
+        queue.ready(group)
+        job = queue.client().submit(CHAIN / "circuit_final.zkey", PARTITIONS[:1], priority="normal")
+        wait_until(lambda: job.status().partitions[0].state.value == "running", 30, "the partition to run")
+        m = wait_until(lambda: try_scrape(port), 30, "the coordinator's /metrics")
+        assert total(m, "zkqueue_unacked_messages") == 1       # acks late: delivered, not yet acked
+        assert total(m, "zkqueue_queue_messages") == 0
+        assert total(m, "zkqueue_queue_depth") == 1
+        assert total(m, "zkqueue_inflight_partitions") == 1
+        assert total(m, "zkqueue_oldest_inflight_partition_age_seconds") > 0
+        job.wait(60)
+    finally:
+        exporter.terminate()
+        exporter.wait(timeout=10)
