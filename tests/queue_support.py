@@ -149,6 +149,13 @@ def queue(tmp_path):
         r.ping()
     except redis.RedisError as exc:
         pytest.fail(f"no Redis at {REDIS_URL} ({exc}); start one with scripts/redis.sh")
+    # A worker SIGKILLed by the previous test can still be blocked in BRPOP on the server
+    # until Redis notices its closed socket; Redis would hand it (and so lose) the first
+    # message this test pushes. Start only once no such consumer is left on our database.
+    db = r.connection_pool.connection_kwargs.get("db", 0)
+    wait_until(lambda: not [c for c in r.client_list() if int(c.get("db", -1)) == db
+                            and c.get("cmd") in ("brpop", "blpop", "bzpopmin")],
+               10, "consumers of the previous test to disconnect from Redis")
     r.flushdb()
     env = QueueEnv(tmp_path, r)
     yield env
