@@ -7,7 +7,6 @@ import random
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -63,13 +62,12 @@ def test_workers_and_coordinator_export_metrics_after_a_job(queue, monkeypatch):
     try:
         # A job with no worker yet: its 4 partitions wait in the queue and age.
         job = queue.client().submit(CHAIN / "circuit_final.zkey", PARTITIONS, priority="normal")
-        before = wait_until(lambda: try_scrape(coord_port), 30, "the coordinator's /metrics")
-        time.sleep(0.3)
-        before = scrape(coord_port)
+        age = "zkqueue_oldest_inflight_partition_age_seconds"
+        before = wait_until(lambda: (m := try_scrape(coord_port)) and total(m, age) > 0.2 and m, 30,
+                            "the coordinator's /metrics to show partitions aged past 0.2 s")
         assert total(before, "zkqueue_queue_messages", queue="zkq.prove") == 4
         assert total(before, "zkqueue_queue_depth") == 4
         assert total(before, "zkqueue_inflight_partitions") == 4
-        assert total(before, "zkqueue_oldest_inflight_partition_age_seconds") > 0.2
         assert "zkqueue_unacked_messages" in before
 
         monkeypatch.setenv("ZKQUEUE_METRICS_PORT", str(base))

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
-from queue_support import CHAIN, PARTITIONS, ROOT, queue  # noqa: F401  (fixture)
+from queue_support import CHAIN, PARTITIONS, ROOT, queue, wait_until  # noqa: F401  (fixture)
 
 from coordinator import keys
 from coordinator.errors import ConfigError, JobCancelled, JobFailed, WaitTimeout
@@ -91,8 +90,7 @@ def test_claim_lease_reaper_and_attempt_cap(queue):
     assert b.refresh(job.id, 0, 1, "w1") == "ok"
     reaper = Reaper(sched)
     assert reaper.tick() == 0                                     # lease alive: nothing to do
-    time.sleep(0.4)                                               # let the lease lapse (no refresh)
-    assert reaper.tick() == 1
+    wait_until(lambda: reaper.tick() == 1, 5, "the unrefreshed lease to lapse and be reaped")
     st = job.status()
     assert st.partitions[0].state == SlotState.QUEUED
     assert [e["event"] for e in st.partitions[0].events] == ["started", "lost"]
@@ -101,8 +99,7 @@ def test_claim_lease_reaper_and_attempt_cap(queue):
     tokens = sorted(_args(m)[2] for m in _queued_messages(queue.r))
     assert tokens == [1, 2]
     assert b.claim(job.id, 0, 2, "w2", 2).detail == ("2",)       # attempt 2
-    time.sleep(0.4)
-    assert reaper.tick() == 1                                     # attempts exhausted
+    wait_until(lambda: reaper.tick() == 1, 5, "attempt 2's lease to lapse: attempts exhausted")
     with pytest.raises(JobFailed, match="partition 0: gave up after 2 attempts") as info:
         job.wait(5)
     assert info.value.slot == "0"
