@@ -103,6 +103,9 @@ def add_commands(sub) -> None:
     e.add_argument("verification_key")
     e.set_defaults(func=cmd_export_vk)
 
+    from .witness import cli as witness_cli      # light: wasmtime loads when its commands run
+    witness_cli.add_commands(sub)
+
 
 def new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     """The top-level `zkqueue` parser with its global flags, and its (empty) subcommands."""

@@ -41,6 +41,34 @@ class UnsatisfiedError(InputError):
     """The witness does not satisfy the circuit's constraints; no proof exists for it."""
 
 
+class CircuitInputError(InputError):
+    """An input JSON that does not fit the circuit's .wasm (witness calculation)."""
+
+
+class UnknownInputError(CircuitInputError):
+    """An input name the circuit has no input signal for."""
+
+
+class InputCountError(CircuitInputError):
+    """A signal array given the wrong number of values, or inputs left unset."""
+
+
+class InputValueError(CircuitInputError):
+    """A value that is not an integer, or not an element of the circuit's field."""
+
+
+class CircuitRuntimeError(InputError):
+    """The circuit's code failed on these inputs; `code` is circom's error code (or None)."""
+
+    def __init__(self, message: str, *, code: int | None = None, **kw):
+        self.code = code
+        super().__init__(message, **kw)
+
+
+class CircuitAssertError(CircuitRuntimeError):
+    """An `assert` in the circuit failed (circom error 4)."""
+
+
 class BackendError(Groth16Error):
     """A compute backend failed. Retryable unless it says otherwise."""
 
