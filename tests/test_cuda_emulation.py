@@ -229,52 +229,8 @@ def test_full_proof_verifies(name):
     assert verifier.verify(key.verification_key, result.proof, result.public_signals)
 
 
-# ---- the error boundary -----------------------------------------------------------------
-
-class FlakyRuntime:
-    """Wraps a runtime; the first `fails` launches raise `exc`."""
-
-    def __init__(self, inner, exc, fails):
-        self.inner, self.exc, self.fails, self.freed = inner, exc, fails, 0
-        self.xp = inner.xp
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def launch(self, *args, **kwargs):
-        if self.fails:
-            self.fails -= 1
-            raise self.exc
-        return self.inner.launch(*args, **kwargs)
-
-    def free_pool(self):
-        self.freed += 1
-
-
-def test_out_of_memory_frees_and_retries_once():
-    from groth16.backends.cuda_emu import EmulatedRuntime
-    from groth16.errors import BackendError
-    curve = curves.BN128
-    rt = FlakyRuntime(EmulatedRuntime(curve), MemoryError("device full"), fails=1)
-    be = CudaBackend(curve, runtime=rt)
-    x = mont(curve, [1, 2, 3, 4])
-    assert from_mont(curve, be.mul(x, x)) == [1, 4, 9, 16]
-    assert rt.freed == 1
-    rt.fails = 2
-    with pytest.raises(BackendError) as info:
-        be.mul(x, x)
-    assert info.value.retryable and "out of device memory" in str(info.value)
-
-
-def test_other_device_errors_are_not_retryable():
-    from groth16.backends.cuda_emu import EmulatedRuntime
-    from groth16.errors import BackendUnavailable
-    curve = curves.BN128
-    rt = FlakyRuntime(EmulatedRuntime(curve), RuntimeError("cudaErrorIllegalAddress"), fails=1)
-    be = CudaBackend(curve, runtime=rt)
-    with pytest.raises(BackendUnavailable) as info:
-        be.ntt(mont(curve, [1, 2]))
-    assert not info.value.retryable and "cudaErrorIllegalAddress" in str(info.value)
+# ---- backend choice ----------------------------------------------------------------------
+# (the error boundary: tests/test_cuda_errors.py)
 
 
 def test_cuda_backend_is_never_a_silent_fallback(monkeypatch):

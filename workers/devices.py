@@ -57,6 +57,26 @@ def discover_gpus() -> tuple[list[Device], str]:
         pynvml.nvmlShutdown()
 
 
+def cuda_driver_version() -> int | None:
+    """The CUDA version the driver supports (e.g. 12040 for 12.4) from NVML; None if unknown.
+
+    NVML only: safe in a parent process that forks the one that proves (CUDA is not
+    initialised, no CUDA library is loaded).
+    """
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - not installed, no driver: nothing to compare with
+        return None
+    try:
+        get = getattr(pynvml, "nvmlSystemGetCudaDriverVersion_v2", None) or pynvml.nvmlSystemGetCudaDriverVersion
+        return int(get())
+    except Exception:  # noqa: BLE001 - an NVML too old to say
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def _text(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 

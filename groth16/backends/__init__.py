@@ -6,6 +6,8 @@ missing is an error, never a silent CPU fallback; "auto" logs what it chose and 
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import logging
 import os
 
@@ -17,11 +19,48 @@ log = logging.getLogger("zkqueue.backend")
 
 BACKENDS = ("cpu", "cuda", "auto")
 MIN_COMPUTE_CAPABILITY = (7, 0)  # the MSM's warp-aggregated atomics use __match_any_sync
+# CuPy's wheels, by the CUDA major version they are built for ("cupy" is a source build).
+CUPY_DISTRIBUTIONS = {"cupy-cuda13x": 13, "cupy-cuda12x": 12, "cupy-cuda11x": 11, "cupy": None}
 
 
 def cuda_device() -> int:
     """The device ordinal the CUDA backend pins: $ZKQUEUE_CUDA_DEVICE, else 0 (of the visible ones)."""
     return int(os.environ.get("ZKQUEUE_CUDA_DEVICE", "0"))
+
+
+def cupy_distribution() -> tuple[str, str, int | None] | None:
+    """(name, version, CUDA major or None) of the installed CuPy, found without importing it."""
+    for name, major in CUPY_DISTRIBUTIONS.items():
+        try:
+            return name, importlib.metadata.version(name), major
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def cuda_preflight(driver_cuda_version: int | None = None) -> tuple[bool, str]:
+    """(plausible, reason): what a parent process may check before it forks the one that proves.
+
+    A process that initialises CUDA cannot hand a usable CUDA to a child it forks afterwards,
+    so a Celery parent must not call cuda_status(). This checks, without importing cupy or
+    loading any CUDA library, that a CuPy distribution is installed and its package can be
+    found, and, when the driver's CUDA version is given (NVML's nvmlSystemGetCudaDriverVersion,
+    e.g. 12040 for 12.4), that the driver is new enough for the CUDA major CuPy was built for.
+    The full check (device, compute capability, NVRTC) is cuda_status(), in the child.
+    """
+    dist = cupy_distribution()
+    if dist is None or importlib.util.find_spec("cupy") is None:
+        return False, "CuPy is not installed (pip install cupy-cuda12x or cupy-cuda13x)"
+    name, version, major = dist
+    found = f"{name} {version}"
+    if driver_cuda_version:
+        driver_major = driver_cuda_version // 1000
+        driver_text = f"{driver_major}.{driver_cuda_version % 1000 // 10}"
+        if major is not None and driver_major < major:
+            return False, (f"{found} needs a driver for CUDA {major}, but the driver supports CUDA "
+                           f"{driver_text} (upgrade the driver or install cupy-cuda{driver_major}x)")
+        found += f", driver for CUDA {driver_text}"
+    return True, found
 
 
 def cuda_status(device: int | None = None) -> tuple[bool, str]:

@@ -14,9 +14,12 @@ How it is put together (a newcomer's map):
     only memory maps of the .zkey) are mirrored once in an LRU cache with a byte budget,
     so the next partition with the same key uploads only its witness; arrays returned by
     this backend are read-only and remembered, so handing them back costs no upload.
-  * Errors are converted at the public methods: out of device memory (after freeing the
-    caches and trying once more) is a retryable BackendError; a compile error, a CUDA
-    fault or anything else from the device is BackendUnavailable (not retryable here).
+  * Errors are converted at the public methods, and only the device's: out of device memory
+    (after freeing the caches and trying once more) is a retryable BackendError; any other
+    CUDA runtime or driver error, an NVRTC or compile error, or a CUDA library that does not
+    load is BackendUnavailable (not retryable on this device: a faulted CUDA context stays
+    faulted). Everything else (InputError and its kind, and any other exception, which is a
+    bug in this code) propagates unchanged, with its traceback. `cupy_error_kind` decides.
 
 Algorithms are described in the .cu files; `_msm`, `ntt` and `evaluate_ab` below say which
 kernels run in what order.
@@ -29,6 +32,7 @@ import hashlib
 import logging
 import math
 import os
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -40,7 +44,7 @@ import numpy as np
 from ..curves import Curve
 from .base import as_words
 from ..encoding import fq_to_lem
-from ..errors import BackendError, BackendUnavailable, FormatError, Groth16Error, InputError, UnsupportedError
+from ..errors import BackendError, BackendUnavailable, FormatError, InputError, UnsupportedError
 
 log = logging.getLogger("zkqueue.backend.cuda")
 
@@ -82,6 +86,45 @@ def module_source(curve: Curve) -> str:
 
 def compile_options() -> tuple[str, ...]:
     return (*NVRTC_OPTIONS, f"-I{KERNEL_DIR}")
+
+
+# ---- which errors are the device's ---------------------------------------------------------
+
+CUDA_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY alike
+
+
+def cupy_error_kind(exc: BaseException) -> str | None:
+    """What CuPy raised, if it is the device's failure at all.
+
+    Returns "oom" for device memory exhausted (CuPy's OutOfMemoryError, or a runtime or
+    driver call that returned the out-of-memory status), "device" for any other CUDA
+    runtime or driver error, an NVRTC error or a kernel that does not compile, and a CUDA
+    library (libcuda, libnvrtc, ...) that does not load; None for everything else, which
+    callers must let propagate. Looks only at classes of a CuPy already imported: with no
+    CuPy loaded, nothing can be CuPy's.
+    """
+    cp = sys.modules.get("cupy")
+    if cp is not None:
+        try:
+            runtime_error, driver_error = cp.cuda.runtime.CUDARuntimeError, cp.cuda.driver.CUDADriverError
+            oom_error = cp.cuda.memory.OutOfMemoryError
+            compile_errors = (cp.cuda.nvrtc.NVRTCError, cp.cuda.compiler.CompileException)
+        except AttributeError:  # a CuPy that failed half-way through its import
+            pass
+        else:
+            if isinstance(exc, oom_error):
+                return "oom"
+            if isinstance(exc, (runtime_error, driver_error)):
+                return "oom" if getattr(exc, "status", None) == CUDA_OUT_OF_MEMORY else "device"
+            if isinstance(exc, compile_errors):
+                return "device"
+    if isinstance(exc, RuntimeError):
+        # CuPy's own message for a CUDA library it cannot dlopen, and cuda-pathfinder's
+        # error for one it cannot find (CuPy 14 looks NVRTC up through it).
+        if str(exc).startswith("CuPy failed to load") or any(
+                c.__name__ == "DynamicLibNotFoundError" for c in type(exc).__mro__):
+            return "device"
+    return None
 
 
 # ---- runtimes ---------------------------------------------------------------------------
@@ -148,10 +191,9 @@ class CupyRuntime:
         return {"device_free_bytes": int(free), "device_total_bytes": int(total),
                 "pool_used_bytes": int(pool.used_bytes()), "pool_held_bytes": int(pool.total_bytes())}
 
-    def is_out_of_memory(self, exc: BaseException) -> bool:
-        if isinstance(exc, self.cp.cuda.memory.OutOfMemoryError):
-            return True
-        return "cudaErrorMemoryAllocation" in str(exc) or "CUDA_ERROR_OUT_OF_MEMORY" in str(exc)
+    def error_kind(self, exc: BaseException) -> str | None:
+        """"oom", "device" or None (not the device's); see cupy_error_kind."""
+        return cupy_error_kind(exc)
 
     def describe(self) -> str:
         return f"device {self.device_id}: {self.device_name} (sm_{self.compute_capability})"
@@ -258,31 +300,41 @@ class _Mirrors:
 
 
 def _guarded(method: Callable) -> Callable:
-    """Converts device failures at the backend's boundary (see the module docstring)."""
+    """Converts the device's failures at the backend's boundary; lets everything else through.
+
+    rt.error_kind(exc) decides (cupy_error_kind on a GPU): "oom" frees the caches and tries
+    once more, then raises a retryable BackendError; "device" raises BackendUnavailable;
+    None (bad input, or a bug here) re-raises the exception itself, traceback intact, so a
+    bug fails the attempt that hit it instead of excluding a healthy device.
+    """
+
+    def unavailable(self: "CudaBackend", exc: BaseException) -> BackendUnavailable:
+        return BackendUnavailable(f"CUDA backend failed in {method.__name__}: {type(exc).__name__}: {exc}",
+                                  found=self.rt.describe())
 
     @functools.wraps(method)
     def wrapper(self: "CudaBackend", *args, **kwargs):
         with self._lock, self.rt.active():
             try:
                 return method(self, *args, **kwargs)
-            except Groth16Error:
-                raise
-            except Exception as exc:  # noqa: BLE001 - this is the conversion boundary
-                if not self.rt.is_out_of_memory(exc):
-                    raise BackendUnavailable(f"CUDA backend failed in {method.__name__}: "
-                                             f"{type(exc).__name__}: {exc}", found=self.rt.describe()) from exc
+            except Exception as exc:  # noqa: BLE001 - classified, and re-raised unless the device's
+                kind = self.rt.error_kind(exc)
+                if kind is None:
+                    raise
+                if kind != "oom":
+                    raise unavailable(self, exc) from exc
             log.warning("out of device memory in %s: freeing caches and trying once more", method.__name__)
             self.release_memory()
             try:
                 return method(self, *args, **kwargs)
-            except Groth16Error:
-                raise
             except Exception as exc:  # noqa: BLE001
-                if self.rt.is_out_of_memory(exc):
+                kind = self.rt.error_kind(exc)
+                if kind is None:
+                    raise
+                if kind == "oom":
                     raise BackendError(f"out of device memory in {method.__name__} on {self.rt.describe()}",
                                        found=self.memory()) from exc
-                raise BackendUnavailable(f"CUDA backend failed in {method.__name__}: "
-                                         f"{type(exc).__name__}: {exc}", found=self.rt.describe()) from exc
+                raise unavailable(self, exc) from exc
     return wrapper
 
 
@@ -312,7 +364,10 @@ class CudaBackend:
             device = int(os.environ.get("ZKQUEUE_CUDA_DEVICE", "0")) if device is None else device
             try:
                 runtime = CupyRuntime(curve, device)
-            except Exception as exc:  # noqa: BLE001 - compile errors, missing device, driver
+            except Exception as exc:  # noqa: BLE001 - classified below; a bug propagates
+                # ImportError/OSError: CuPy missing or broken; the rest: no device, driver, NVRTC.
+                if not isinstance(exc, (ImportError, OSError)) and cupy_error_kind(exc) is None:
+                    raise
                 raise BackendUnavailable(f"the CUDA kernels cannot run on device {device}: "
                                          f"{type(exc).__name__}: {exc}", found=str(exc)) from exc
         self.rt = runtime

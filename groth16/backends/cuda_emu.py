@@ -84,6 +84,14 @@ def _arg(a):
     raise TypeError(f"unsupported kernel argument {type(a).__name__}: pass numpy arrays or numpy scalars")
 
 
+class EmulatedDeviceError(RuntimeError):
+    """A device failure in the emulation (a CUDA runtime or driver error on a GPU).
+
+    The g++-compiled kernels cannot fail the way a GPU does; tests raise this from a
+    runtime's launch to drive the backend's error handling.
+    """
+
+
 class EmulatedRuntime:
     """The CupyRuntime interface over numpy arrays and the g++-compiled kernels."""
 
@@ -122,8 +130,14 @@ class EmulatedRuntime:
         return {"device_free_bytes": 1 << 34, "device_total_bytes": 1 << 34, "pool_used_bytes": 0,
                 "pool_held_bytes": 0}
 
-    def is_out_of_memory(self, exc: BaseException) -> bool:
-        return isinstance(exc, MemoryError)
+    def error_kind(self, exc: BaseException) -> str | None:
+        """As CupyRuntime.error_kind: host memory stands in for the device's, and
+        EmulatedDeviceError for a CUDA runtime or driver error; anything else is a bug."""
+        if isinstance(exc, MemoryError):
+            return "oom"
+        if isinstance(exc, EmulatedDeviceError):
+            return "device"
+        return None
 
     def describe(self) -> str:
         return "host emulation (g++)"
