@@ -73,17 +73,3 @@ def read_wtns(path: str | Path) -> Witness:
         raise FormatError("corrupt .wtns: w[0] must be the constant 1", path=path, expected=1,
                           found=words_to_int(values[0]) if n_witness else "no values")
     return Witness(path=path, curve=curve, values=values)
-
-
-def encode_wtns(prime: int, n8: int, values: bytes) -> bytes:
-    """A .wtns file (version 2) holding `values`: n8-byte little-endian field elements.
-
-    The layout circom's calculateWTNSBin writes, byte for byte: section 1 then section 2.
-    """
-    n_witness, rest = divmod(len(values), n8)
-    if rest:
-        raise ValueError(f"{len(values)} bytes of values is not a whole number of {n8}-byte elements")
-    header = struct.pack("<I", n8) + prime.to_bytes(n8, "little") + struct.pack("<I", n_witness)
-    return b"".join((b"wtns", struct.pack("<II", 2, 2),
-                     struct.pack("<IQ", 1, len(header)), header,
-                     struct.pack("<IQ", 2, len(values)), values))

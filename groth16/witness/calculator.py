@@ -28,18 +28,20 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import wasmtime
 
 from .. import curves
 from ..errors import (CircuitAssertError, CircuitRuntimeError, FormatError, InputCountError,
                       UnknownInputError, UnsupportedError)
-from ..formats.wtns import Witness, encode_wtns
+from ..formats.wtns_writer import encode_wtns
 from . import cache
 from .batch import WAT
 from .inputs import flatten, read_inputs, to_field
+
+if TYPE_CHECKING:
+    from ..formats.wtns import Witness
 
 # circom's exceptionHandler codes, worded as circom's witness_calculator.js words them.
 CIRCOM_ERRORS = {
@@ -220,7 +222,7 @@ class WitnessCalculator:
         return encode_wtns(self.prime, self.n8, self._values(inputs, source, log))
 
     def calculate_witness(self, inputs: Mapping[str, Any], *, source: str | None = None,
-                          log: Callable[[str], None] | None = None) -> Witness:
+                          log: Callable[[str], None] | None = None) -> "Witness":
         """The same witness as a `Witness`, ready for groth16.prover (bn128 and bls12381 only).
 
         Raises:
@@ -230,6 +232,9 @@ class WitnessCalculator:
         if self.curve is None:
             raise UnsupportedError("the circuit's prime is neither bn128's nor bls12381's scalar field",
                                    path=self.name, expected="bn128 or bls12381", found=hex(self.prime))
+        import numpy as np                       # here only: `wtns calculate` never needs it
+
+        from ..formats.wtns import Witness
         values = np.frombuffer(self._values(inputs, source, log), dtype="<u8").reshape(-1, 4)
         return Witness(path=source or self.name, curve=self.curve, values=values)
 
@@ -315,11 +320,18 @@ def _ensure(store: wasmtime.Store, memory: wasmtime.Memory, size: int) -> None:
 
 
 def _wasmtime_tag() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """Names the wasmtime build (its library's size and time) and our engine settings.
+
+    Cheaper than importlib.metadata (60 ms); wasmtime also refuses a module compiled by
+    another build, so this only keeps two installations from replacing each other's files.
+    """
+    lib = getattr(getattr(wasmtime, "_ffi", None), "dll", None)
     try:
-        return f"wasmtime{version('wasmtime')}-{_ENGINE_TAG}"
-    except PackageNotFoundError:
-        return f"wasmtime-{_ENGINE_TAG}"
+        st = os.stat(lib._name)
+        build = hashlib.sha256(f"{lib._name}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    except (AttributeError, TypeError, OSError):
+        build = "unknown"
+    return f"wasmtime-{build}-{_ENGINE_TAG}"
 
 
 def load_calculator(wasm: str | Path | bytes, *, name: str | None = None,
