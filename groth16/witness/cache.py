@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 import wasmtime
@@ -100,6 +99,8 @@ def _load(engine: wasmtime.Engine, fd: int) -> wasmtime.Module:
 
 
 def _save(module: wasmtime.Module, path: Path) -> None:
+    import tempfile                      # only here: it costs start-up time on every run
+
     try:
         data = module.serialize()
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cwasm")

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import wasmtime
 
-from .. import curves
 from ..errors import (CircuitAssertError, CircuitRuntimeError, FormatError, InputCountError,
                       UnknownInputError, UnsupportedError)
 from ..formats.wtns_writer import encode_wtns
@@ -41,6 +40,7 @@ from .batch import WAT
 from .inputs import flatten, read_inputs, to_field
 
 if TYPE_CHECKING:
+    from ..curves import Curve
     from ..formats.wtns import Witness
 
 # circom's exceptionHandler codes, worded as circom's witness_calculator.js words them.
@@ -176,11 +176,18 @@ class WitnessCalculator:
         self._minor = ex["getMinorVersion"](store) if "getMinorVersion" in exports else 0
         self._patch = ex["getPatchVersion"](store) if "getPatchVersion" in exports else 0
         self.circom_version = f"{ex['getVersion'](store)}.{self._minor}.{self._patch}"
-        self.curve = next((c for c in curves.CURVES.values() if c.r == self.prime), None)
+
+    @property
+    def curve(self) -> Curve | None:
+        """bn128 or bls12381 when the circuit's prime is one's scalar field, else None."""
+        from .. import curves           # here: its import-time checks cost `wtns calculate` start-up
+
+        return next((c for c in curves.CURVES.values() if c.r == self.prime), None)
 
     @property
     def field_name(self) -> str:
-        return f"{self.curve.name} scalar field" if self.curve else f"field of {self.name}"
+        curve = self.curve
+        return f"{curve.name} scalar field" if curve else f"field of {self.name}"
 
     def _check_interface(self) -> None:
         exports = {e.name for e in self._module.exports}
@@ -229,14 +236,15 @@ class WitnessCalculator:
             UnsupportedError: the circuit's prime is neither curve's scalar field.
             and everything `calculate` raises.
         """
-        if self.curve is None:
+        curve = self.curve
+        if curve is None:
             raise UnsupportedError("the circuit's prime is neither bn128's nor bls12381's scalar field",
                                    path=self.name, expected="bn128 or bls12381", found=hex(self.prime))
         import numpy as np                       # here only: `wtns calculate` never needs it
 
         from ..formats.wtns import Witness
         values = np.frombuffer(self._values(inputs, source, log), dtype="<u8").reshape(-1, 4)
-        return Witness(path=source or self.name, curve=self.curve, values=values)
+        return Witness(path=source or self.name, curve=curve, values=values)
 
     def _values(self, inputs: Mapping[str, Any], source: str | None,
                 log: Callable[[str], None] | None) -> bytes:
@@ -262,7 +270,7 @@ class WitnessCalculator:
                                       f"in {self.name}, found {len(sig.values)}", path=source,
                                       expected=size, found=len(sig.values))
             for i, (v, label) in enumerate(zip(sig.values, sig.labels)):
-                x = to_field(v, label, self.prime, self.field_name, source)
+                x = to_field(v, label, self.prime, lambda: self.field_name, source)
                 records.append(struct.pack("<III", msb, lsb, i) + x.to_bytes(self.n8, "little"))
                 owners.append(label)
         if len(records) < self.n_inputs:

@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +48,19 @@ def fnv_hash(name: str) -> int:
     return h
 
 
-@dataclass
 class InputSignal:
     """One input name of input.json with its values flattened in circom's order.
 
     `labels[i]` says where values[i] stands in the file (e.g. "m[1][2]"), for error messages.
+    (A plain class: `dataclasses` would add to `zkqueue wtns calculate`'s start-up.)
     """
 
-    name: str
-    values: list[Any]
-    labels: list[str]
+    __slots__ = ("name", "values", "labels")
+
+    def __init__(self, name: str, values: list[Any], labels: list[str]):
+        self.name = name
+        self.values = values
+        self.labels = labels
 
     @property
     def hash(self) -> int:
@@ -177,14 +179,19 @@ def to_int(value: Any, label: str, source: str | None = None) -> int:
                           expected="an integer", found=value)
 
 
-def to_field(value: Any, label: str, prime: int, field_name: str, source: str | None = None) -> int:
+def to_field(value: Any, label: str, prime: int, field_name: str | Callable[[], str],
+             source: str | None = None) -> int:
     """`value` as an element of the field of `prime`; negative values v in (-p, 0) mean p + v.
+
+    `field_name` ("bn128 scalar field"), or a function giving it, names the field in errors.
 
     Raises:
         InputValueError: not an integer, or not in (-p, p).
     """
     n = to_int(value, label, source)
     if not -prime < n < prime:
+        if callable(field_name):
+            field_name = field_name()
         raise InputValueError(f"{label} = {n}: not an element of the {field_name} (values must be "
                               f"below p = {prime}; negatives count down from p)", path=source,
                               expected=f"-p < value < p", found=n)
