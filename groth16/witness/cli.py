@@ -41,10 +41,11 @@ def cmd_fullprove(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     inputs = read_inputs(args.input)
     calc = load_calculator(args.wasm)
-    key = zkey.read_zkey(args.zkey)
     t1 = time.perf_counter()
+    # The witness first: a bad input fails before a large .zkey is read.
     witness = calc.calculate_witness(inputs, source=args.input, log=_print_log)
     t2 = time.perf_counter()
+    key = zkey.read_zkey(args.zkey)
     prover.check_inputs(key, witness)
     backend = backends.get_backend(args.backend, key.curve, threads=args.threads)
     key.check_points(backend)
@@ -52,8 +53,8 @@ def cmd_fullprove(args: argparse.Namespace) -> int:
     jsonfiles.write_json(args.proof, jsonfiles.proof_json(result.proof))
     jsonfiles.write_public(args.public, result.public_signals)
     if args.verbose:
-        print(f"fullprove {key.curve.name} n={key.domain_size}: load {t1 - t0:.3f}s witness {t2 - t1:.3f}s "
-              f"prove {time.perf_counter() - t2:.3f}s", file=sys.stderr)
+        print(f"fullprove {key.curve.name} n={key.domain_size}: circuit {t1 - t0:.3f}s witness {t2 - t1:.3f}s "
+              f"key + prove {time.perf_counter() - t2:.3f}s", file=sys.stderr)
     return EXIT_OK
 
 
