@@ -1,27 +1,44 @@
-"""Times the CUDA backend's kernels and full proofs; prints one table (bench/gpu_check.sh runs it).
+"""The CUDA backend against the CPU backend: kernel comparisons and timings (bench/gpu_check.sh).
 
-    python3 bench/gpu_kernels.py [--out DIR] [--max-log 24] [--budget-s 330] [--emulate]
-    python3 bench/gpu_kernels.py --compile-only CURVE   # warm CuPy's kernel cache, then exit
+    python3 bench/gpu_kernels.py compile CURVE            # warm CuPy's NVRTC cache, then exit
+    python3 bench/gpu_kernels.py compare [--json F]       # every kernel vs the CPU backend
+    python3 bench/gpu_kernels.py cpu-ref --json C         # the CPU backend's times (run beside the GPU work)
+    python3 bench/gpu_kernels.py time [--json F] [--cpu-ref C]   # GPU timings, merged with C's
+    ... --emulate                                         # the same on the host emulation, tiny sizes
 
-Rows: MSM on G1 and G2 at 2^16..2^max points and NTT at 2^16..2^max on both curves, then
-full proofs of the committed fixtures. MSM times are with the points already on the device
-(as for the second partition of a key) and the scalars too ("device"), and end to end from
-host arrays ("host": scalar upload included). NTT "device" is one forward transform of a
-resident array; "host" adds the transfers. Each time is the median of --reps runs after one
-warm-up. Points are the fixture's, tiled to size (distinct addresses, so caches see a real
-working set); scalars are random. The 2^16 MSMs are checked against the CPU backend first,
-and any mismatch stops the run with exit status 1. Sizes that would pass the time budget are
-reported as skipped, not run. --emulate runs the same code on the host emulation at tiny
-sizes (a check of this script without a GPU).
+compare: MSM on G1 and G2, NTT (forward, inverse, on the coset and off it) and the pointwise
+kernels at 2^10, 2^13, 2^16, 2^19, 2^22 (and an odd size), on both curves, byte for byte
+against the CPU backend (itself checked against the Python oracle by tests/test_cpu_kernels.py).
+Inputs carry the oracle tests' edge cases: points at infinity, repeated points, a point next
+to its negation with the same scalar (they cancel in one bucket), scalars 0, 1, 2, r-1, r-2,
+r/2, r/2+1, 2^128-1, small ones and ones >= r/2, plus runs where every scalar is the same
+(one bucket per window), all zero, or 0/1. Exit status 1 on any mismatch. Sizes whose
+estimated time would pass --budget-s are reported as skipped, never silently dropped.
+
+time: MSM G1/G2 at 2^16, 2^20, 2^22, 2^24 and NTT at 2^20, 2^24 on both curves, with the
+inputs resident on the device ("gpu ms", as for the second partition of a key) and from
+host arrays ("host ms"); whole proofs at 2^16 and 2^20 on a synthetic key (the fixture's
+points tiled to size, random constraints and witness: the real prover's work at that size,
+but not a verifiable circuit; real circuits are proved and verified in the other steps).
+The CPU backend (cpu-ref, --cpu-threads, default 2: the issue's "CPU backend on 2 cores") is
+timed in the same run by a second process, which gpu_check.sh starts while NVRTC compiles,
+on the same seeded inputs: `time --cpu-ref` merges its rows and checks that every result
+(MSM sums, NTT outputs, proofs with the same r and s) equals the GPU's. GPU times are
+medians of --reps runs after a warm-up; CPU times are one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import json
 import os
 import statistics
 import sys
 import time
+import types
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +51,9 @@ from groth16.backends import cuda  # noqa: E402
 from groth16.backends.cuda import CudaBackend  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
-H200_TARGET_MS = {"bls12381": 250.0, "bn128": 150.0}  # issue 3: 2^24 G1 MSM on an H200
+CURVES = (curves.BN128, curves.BLS12381)
+H200_TARGET_MS = {"bls12381": 250.0, "bn128": 150.0}   # issue 9: 2^24 G1 MSM on an H100/H200
+PROOF_SPEEDUP_TARGET = 10.0                              # issue 9: whole 2^20 bn128 proof vs CPU on 2 cores
 
 
 class Budget:
@@ -44,6 +63,222 @@ class Budget:
     def left(self) -> float:
         return self.end - time.monotonic()
 
+
+def make_backend(curve, emulate: bool) -> CudaBackend:
+    if emulate:
+        from groth16.backends.cuda_emu import EmulatedRuntime
+        return CudaBackend(curve, runtime=EmulatedRuntime(curve))
+    return CudaBackend(curve)
+
+
+def cpu_backend(curve, threads: int | None):
+    from groth16.backends.cpu import CpuBackend
+    return CpuBackend(curve, threads=threads)
+
+
+# ---- inputs -----------------------------------------------------------------------------
+
+def frozen(arr: np.ndarray) -> np.ndarray:
+    """A read-only copy backed by bytes: the backend mirrors it on the device like a .zkey map."""
+    return np.frombuffer(arr.tobytes(), dtype=arr.dtype).reshape(arr.shape)
+
+
+@contextlib.contextmanager
+def timer(out: list):
+    t0 = time.perf_counter()
+    yield
+    out.append((time.perf_counter() - t0) * 1e3)
+
+
+def fixture_key(curve):
+    from groth16.formats import zkey
+    return zkey.read_zkey(FIXTURES / f"{curve.name}_chain_12" / "circuit_final.zkey")
+
+
+def base_points(curve, g2: bool) -> np.ndarray:
+    key = fixture_key(curve)
+    return np.asarray(key.b2_query if g2 else key.h_query)
+
+
+def tiled(base: np.ndarray, n: int) -> np.ndarray:
+    return np.tile(base, (-(-n // len(base)), 1))[:n].copy()
+
+
+def _negate(curve, rows: np.ndarray, g2: bool) -> np.ndarray:
+    """-P for each row (affine, Montgomery LEM): y -> q - y per Fq coordinate, 0 stays 0."""
+    nw = curve.n8q // 8
+    out = rows.copy()
+    coords = 2 if g2 else 1
+    for i in range(len(rows)):
+        for c in range(coords):
+            lo = (coords + c) * nw
+            y = int.from_bytes(rows[i, lo:lo + nw].tobytes(), "little")
+            out[i, lo:lo + nw] = np.frombuffer(((curve.q - y) % curve.q).to_bytes(8 * nw, "little"), "<u8")
+    return out
+
+
+def edge_points(curve, g2: bool, n: int, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(points, indices i whose point is -points[i-1]): tiled fixture points (so repeats),
+    infinity at every 97th row, and a negation of its predecessor at every 89th row."""
+    pts = tiled(base, n)
+    pts[::97] = 0
+    neg = np.arange(1, n, 89)
+    if len(neg):
+        pts[neg] = _negate(curve, pts[neg - 1], g2)
+    return pts, neg
+
+
+def random_scalars(curve, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n random scalars below 2^(bits-1) < r, as (n, 4) words."""
+    words = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64, endpoint=False)
+    words[:, 3] &= np.uint64((1 << (curve.r.bit_length() - 1 - 192)) - 1)
+    return words
+
+
+def _rows_of(values: list[int]) -> np.ndarray:
+    return np.frombuffer(b"".join(v.to_bytes(32, "little") for v in values), "<u8").reshape(-1, 4).copy()
+
+
+def edge_scalars(curve, n: int, rng: np.random.Generator, neg: np.ndarray, kind: str = "mixed") -> np.ndarray:
+    """Scalars (standard form) of one `kind`: "mixed" (random, >= r/2 at every 7th row, the
+    oracle's special values at every 11th, small at every 13th; a negated point gets its
+    predecessor's scalar), "same", "zeros" or "bits"."""
+    r = curve.r
+    if kind == "same":
+        return np.tile(_rows_of([r // 2 + 7]), (n, 1))
+    if kind == "zeros":
+        return np.zeros((n, 4), dtype=np.uint64)
+    if kind == "bits":
+        out = np.zeros((n, 4), dtype=np.uint64)
+        out[:, 0] = rng.integers(0, 2, n, dtype=np.uint64)
+        return out
+    sc = random_scalars(curve, n, rng)
+    high = np.arange(0, n, 7)
+    sc[high] = _rows_of([r - 1 - int(x) for x in rng.integers(0, 2**62, len(high))])
+    specials = [0, 1, 2, r - 1, r - 2, r // 2, r // 2 + 1, (1 << 128) - 1]
+    idx = np.arange(3, n, 11)
+    sc[idx] = _rows_of([specials[i % len(specials)] for i in range(len(idx))])
+    small = np.arange(5, n, 13)
+    sc[small] = 0
+    sc[small, 0] = rng.integers(0, 1 << 20, len(small), dtype=np.uint64)
+    if len(neg):
+        sc[neg] = sc[neg - 1]      # P and -P with the same scalar: they cancel in one bucket
+    return sc
+
+
+def edge_fr(curve, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Field elements (any value < r is a valid Montgomery form): random, with 0, 1, r-1, r-2 mixed in."""
+    x = random_scalars(curve, n, rng)
+    specials = _rows_of([0, 1, curve.r - 1, curve.r - 2])
+    for i in range(0, n, max(1, n // 16)):
+        x[i] = specials[i % 4]
+    return x
+
+
+# ---- compare ------------------------------------------------------------------------------
+
+class Rows:
+    """Result rows, printed as they come and written as JSON at the end."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def add(self, **row) -> dict:
+        self.rows.append(row)
+        status = {True: "ok", False: "MISMATCH", None: row.get("note", "")}[row.get("ok")]
+        times = " ".join(f"{k}={row[k]:.2f}" for k in ("gpu_ms", "gpu_host_ms", "cpu_ms") if row.get(k) is not None)
+        print(f"  {row['what']:<10} {row['curve']:<9} n={row['n']:<9} {row.get('case', ''):<7} {status} {times}",
+              flush=True)
+        return row
+
+
+def compare(args) -> int:
+    budget = Budget(args.budget_s)
+    logs = [4, 6, 7] if args.emulate else [int(x) for x in args.logs.split(",")]
+    odd = 37 if args.emulate else 100003
+    rows = Rows()
+    rng = np.random.default_rng(20260)
+    threads = args.cpu_threads or os.cpu_count()
+    print(f"compare: CUDA backend ({'host emulation' if args.emulate else 'GPU'}) vs CPU backend "
+          f"({threads} threads) at n = 2^{logs} and {odd}; budget {args.budget_s:.0f} s", flush=True)
+    pairs = {c.name: (make_backend(c, args.emulate), cpu_backend(c, threads)) for c in CURVES}
+    last: dict[str, float] = {}   # seconds the last case of a kind took, to estimate the next
+
+    def run(kind: str, curve, n: int, case: str, fn):
+        est = last.get(kind, 0.0) * max(1.0, n / last.get(kind + ":n", n))
+        if est > budget.left():
+            return rows.add(what=kind, curve=curve.name, n=n, case=case, ok=None,
+                            note=f"skipped (time budget: ~{est:.0f} s needed, {budget.left():.0f} s left)")
+        t0 = time.perf_counter()
+        ok, gpu_ms, cpu_ms = fn()
+        last[kind], last[kind + ":n"] = time.perf_counter() - t0, n
+        return rows.add(what=kind, curve=curve.name, n=n, case=case, ok=ok, gpu_ms=gpu_ms, cpu_ms=cpu_ms)
+
+    def msm_case(curve, g2, n, case):
+        gpu, cpu = pairs[curve.name]
+        pts, neg = edge_points(curve, g2, n, base_points(curve, g2))
+        sc = edge_scalars(curve, n, rng, neg, case)
+        tg, tc = [], []
+        with timer(tg):
+            got = (gpu.msm_g2 if g2 else gpu.msm_g1)(pts, sc)
+        with timer(tc):
+            want = (cpu.msm_g2 if g2 else cpu.msm_g1)(pts, sc)
+        gpu.release_memory()
+        return got == want, tg[0], tc[0]
+
+    def ntt_case(curve, n):
+        gpu, cpu = pairs[curve.name]
+        x = edge_fr(curve, n, rng)
+        shift = curve.coset_shift(n.bit_length() - 1)
+        ok, tg, tc = True, [], []
+        for kw in ({}, {"inverse": True}, {"coset_shift": shift}, {"inverse": True, "coset_shift": shift}):
+            with timer(tg):
+                a = gpu.ntt(x, **kw)
+            with timer(tc):
+                b = cpu.ntt(x, **kw)
+            ok &= bool(np.array_equal(a, b))
+        gpu.release_memory()
+        return ok, sum(tg), sum(tc)
+
+    def pointwise_case(curve, n):
+        gpu, cpu = pairs[curve.name]
+        a, b, c = (edge_fr(curve, n, rng) for _ in range(3))
+        tg, tc = [], []
+        with timer(tg):
+            g = (gpu.mul(a, b), gpu.h_scalars(a, b, c))
+        with timer(tc):
+            h = (cpu.mul(a, b), cpu.h_scalars(a, b, c))
+        gpu.release_memory()
+        return all(np.array_equal(x, y) for x, y in zip(g, h)), tg[0], tc[0]
+
+    sizes = [1 << k for k in logs]
+    for curve in CURVES:   # G1 first: the MSM every proof spends most of its time in
+        for case in ("same", "zeros", "bits"):
+            run("msm_g1", curve, sizes[0], case, lambda c=curve, k=case: msm_case(c, False, sizes[0], k))
+        for n in [odd, *sizes]:
+            run("msm_g1", curve, n, "mixed", lambda c=curve, n=n: msm_case(c, False, n, "mixed"))
+    for curve in CURVES:
+        for n in sizes:
+            run("ntt", curve, n, "4 ways", lambda c=curve, n=n: ntt_case(c, n))
+            run("pointwise", curve, n, "mul,h", lambda c=curve, n=n: pointwise_case(c, n))
+        run("pointwise", curve, odd, "mul,h", lambda c=curve: pointwise_case(c, odd))
+    for curve in CURVES:
+        for case in ("same", "bits"):
+            run("msm_g2", curve, sizes[0], case, lambda c=curve, k=case: msm_case(c, True, sizes[0], k))
+        for n in [odd, *sizes]:
+            run("msm_g2", curve, n, "mixed", lambda c=curve, n=n: msm_case(c, True, n, "mixed"))
+
+    bad = [r for r in rows.rows if r["ok"] is False]
+    skipped = [r for r in rows.rows if r["ok"] is None]
+    summary = {"step": "compare", "emulated": args.emulate, "rows": rows.rows, "mismatches": len(bad),
+               "skipped": len(skipped), "compared": len(rows.rows) - len(skipped)}
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1))
+    print(f"compare: {summary['compared']} cases compared, {len(bad)} mismatches, {len(skipped)} skipped (budget)")
+    return 1 if bad else 0
+
+
+# ---- timings -----------------------------------------------------------------------------
 
 def timed(fn, reps: int, sync) -> float:
     """Median wall time in ms of fn() over `reps` runs after one warm-up (synchronised)."""
@@ -58,151 +293,284 @@ def timed(fn, reps: int, sync) -> float:
     return statistics.median(times)
 
 
-def frozen(arr: np.ndarray) -> np.ndarray:
-    """A read-only copy backed by bytes: the backend mirrors it on the device like a .zkey map."""
-    return np.frombuffer(arr.tobytes(), dtype=arr.dtype).reshape(arr.shape)
+def once(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
 
 
-def fixture_points(curve, g2: bool) -> np.ndarray:
-    from groth16.formats import zkey
-    key = zkey.read_zkey(FIXTURES / f"{curve.name}_chain_12" / "circuit_final.zkey")
-    return np.asarray(key.b2_query if g2 else key.h_query)
+def synthetic_key(curve, log_n: int, seed: int = 7):
+    """A proving key and witness of domain 2^log_n: the fixture's header and points (tiled),
+    random A and B rows over all signals, random witness. Proving it does the real work of
+    that size; the proof is not meant to verify (there is no circuit behind it)."""
+    from groth16.formats.wtns import Witness
+    from groth16.formats.zkey import COEF_DTYPE, ZKey
+    fx = fixture_key(curve)
+    rng = np.random.default_rng(seed)
+    n = 1 << log_n
+    n_public = fx.n_public
+    n_vars = n - 1
+    m = n - n_public - 1                         # constraints, as snarkjs sizes the domain
+    coefs = np.zeros(2 * m, dtype=COEF_DTYPE)
+    coefs["matrix"][m:] = 1
+    coefs["constraint"] = np.concatenate([np.arange(m), np.arange(m)])
+    coefs["signal"] = rng.integers(0, n_vars, 2 * m)
+    coefs["value"] = random_scalars(curve, 2 * m, rng)
+    g1, g2 = np.asarray(fx.h_query), np.asarray(fx.b2_query)
+    key = ZKey(path=f"synthetic-2^{log_n}", curve=curve, n_vars=n_vars, n_public=n_public, domain_size=n,
+               alpha1=fx.alpha1, beta1=fx.beta1, beta2=fx.beta2, gamma2=fx.gamma2, delta1=fx.delta1,
+               delta2=fx.delta2, ic=np.asarray(fx.ic), coefs=frozen(coefs),
+               a_query=frozen(tiled(g1, n_vars)), b1_query=frozen(tiled(g1[::-1], n_vars)),
+               b2_query=frozen(tiled(g2, n_vars)), l_query=frozen(tiled(g1, n_vars - n_public - 1)),
+               h_query=frozen(tiled(g1[1:], n)))
+    values = random_scalars(curve, n_vars, rng)
+    values[0] = [1, 0, 0, 0]
+    return key, Witness(path=f"synthetic-2^{log_n}.wtns", curve=curve, values=frozen(values))
 
 
-def random_scalars(curve, n: int, rng: np.random.Generator) -> np.ndarray:
-    words = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64, endpoint=False)
-    words[:, 3] &= np.uint64((1 << (curve.r.bit_length() - 1 - 192)) - 1)  # < 2^(bits-1) < r
-    return words
+@contextlib.contextmanager
+def fixed_randomness():
+    """The prover's r and s fixed, so two backends must produce the same proof bytes."""
+    from groth16 import prover
+    real = prover.secrets
+    seq = iter([123456789, 987654321] * 1000)
+    prover.secrets = types.SimpleNamespace(randbelow=lambda _bound: next(seq))
+    try:
+        yield
+    finally:
+        prover.secrets = real
 
 
-def make_backend(curve, emulate: bool) -> CudaBackend:
+def seeded(*what) -> np.random.Generator:
+    """The same random inputs for the same (kind, curve, size) in every process."""
+    return np.random.default_rng(zlib.crc32(repr(what).encode()))
+
+
+def digest(result) -> str:
+    """A short hash of a kernel's or prover's result, to compare two processes' results."""
+    if isinstance(result, np.ndarray):
+        data = np.ascontiguousarray(result).tobytes()
+    elif isinstance(result, bytes):
+        data = result
+    else:
+        data = repr(result).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def msm_inputs(curve, g2: bool, log_n: int):
+    n = 1 << log_n
+    return frozen(tiled(base_points(curve, g2), n)), random_scalars(curve, n, seeded("msm", g2, curve.name, log_n))
+
+
+def ntt_input(curve, log_n: int) -> np.ndarray:
+    return random_scalars(curve, 1 << log_n, seeded("ntt", curve.name, log_n))
+
+
+def run_kind(backend, curve, what: str, log_n: int, inputs=None):
+    """Runs one measured operation on `backend`; returns its result (for digest)."""
+    from groth16 import prover
+    if what in ("msm_g1", "msm_g2"):
+        pts, sc = inputs or msm_inputs(curve, what == "msm_g2", log_n)
+        return (backend.msm_g2 if what == "msm_g2" else backend.msm_g1)(pts, sc)
+    if what == "ntt":
+        return backend.ntt(inputs if inputs is not None else ntt_input(curve, log_n))
+    key, w = inputs or synthetic_key(curve, log_n)
+    with fixed_randomness():
+        return prover.prove(key, w, backend, self_check=False).proof
+
+
+def cpu_plan(emulate: bool) -> list[tuple[str, str, int]]:
+    """What the CPU backend is timed on, most wanted first (the run may be cut short)."""
     if emulate:
-        from groth16.backends.cuda_emu import EmulatedRuntime
-        return CudaBackend(curve, runtime=EmulatedRuntime(curve))
-    return CudaBackend(curve)
+        return [(w, c.name, 5) for w in ("proof", "msm_g1", "msm_g2", "ntt") for c in CURVES] + \
+               [("proof", "bn128", 6)]
+    return [("proof", "bn128", 16), ("proof", "bn128", 20),
+            ("msm_g1", "bn128", 16), ("msm_g1", "bls12381", 16), ("msm_g2", "bn128", 16),
+            ("msm_g2", "bls12381", 16), ("ntt", "bn128", 20), ("ntt", "bls12381", 20),
+            ("proof", "bls12381", 16), ("msm_g1", "bn128", 20), ("proof", "bls12381", 20)]
 
 
-def bench_msm(be, curve, g2: bool, logs, reps, budget, rows, check_cpu: bool) -> None:
-    group = "g2" if g2 else "g1"
-    base = fixture_points(curve, g2)
-    rng = np.random.default_rng(1)
-    last_ms = 0.0
-    for log_n in logs:
-        n = 1 << log_n
-        label = f"msm {group} {curve.name}"
-        if last_ms * 4 * (reps + 1) / 1e3 > budget.left():  # the next size takes about 2-4x longer
-            rows.append((label, f"2^{log_n}", "skipped (time budget)", "", ""))
+def cpu_reference(args) -> int:
+    """Times the CPU backend on cpu_plan(), one run each, writing --json after every row.
+
+    Meant to run beside the GPU work (gpu_check.sh starts it while NVRTC compiles), on its
+    own --cpu-threads cores; `time --cpu-ref` merges the rows and checks the results match.
+    """
+    if not args.json:
+        raise SystemExit("cpu-ref needs --json FILE")
+    rows, out = [], Path(args.json)
+    backends = {c.name: cpu_backend(c, args.cpu_threads) for c in CURVES}
+    print(f"cpu reference: CPU backend on {args.cpu_threads} threads", flush=True)
+    for what, curve_name, log_n in cpu_plan(args.emulate):
+        curve = curves.by_name(curve_name)
+        inputs = msm_inputs(curve, what == "msm_g2", log_n) if what.startswith("msm") else \
+            ntt_input(curve, log_n) if what == "ntt" else synthetic_key(curve, log_n)
+        t0 = time.perf_counter()
+        result = run_kind(backends[curve_name], curve, what, log_n, inputs)
+        ms = (time.perf_counter() - t0) * 1e3
+        rows.append({"what": what, "curve": curve_name, "n": 1 << log_n, "cpu_ms": ms, "digest": digest(result)})
+        print(f"  cpu {what} {curve_name} 2^{log_n}: {ms:.0f} ms", flush=True)
+        out.write_text(json.dumps({"cpu_threads": args.cpu_threads, "rows": rows, "done": False}))
+    out.write_text(json.dumps({"cpu_threads": args.cpu_threads, "rows": rows, "done": True}))
+    return 0
+
+
+def load_cpu_reference(path: str | None, wait_s: float) -> dict:
+    """The CPU rows written so far by `cpu-ref`, waiting up to wait_s for it to finish."""
+    if not path:
+        return {"rows": [], "cpu_threads": None, "done": False}
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            ref = json.loads(Path(path).read_text())
+        except (OSError, ValueError):   # not written yet, or caught mid-write
+            ref = None
+        if ref and ref.get("done"):
+            return ref
+        if time.monotonic() > deadline:
+            return ref or {"rows": [], "cpu_threads": None, "done": False}
+        time.sleep(0.5)
+
+
+def time_all(args) -> int:
+    budget = Budget(args.budget_s)
+    emulate = args.emulate
+    msm_logs = [5, 7] if emulate else [16, 20, 22, 24]
+    ntt_logs = [5, 7] if emulate else [20, 24]
+    proof_logs = [5, 6] if emulate else [16, 20]
+    reps = 1 if emulate else args.reps
+    gpus = {c.name: make_backend(c, emulate) for c in CURVES}
+    desc = next(iter(gpus.values())).rt.describe()
+    rows = Rows()
+    print(f"timings on {desc}, kernels {cuda.source_hash()}; GPU median of {reps} after a warm-up; "
+          f"budget {args.budget_s:.0f} s", flush=True)
+
+    def skipped(what, curve, n) -> bool:
+        if budget.left() < args.reserve_s:
+            rows.add(what=what, curve=curve.name, n=n, ok=None, note="skipped (time budget)")
+            return True
+        return False
+
+    for what in ("msm_g1", "msm_g2"):
+        for curve in CURVES:
+            gpu = gpus[curve.name]
+            for log_n in msm_logs:
+                n = 1 << log_n
+                if skipped(what, curve, n):
+                    continue
+                pts, host_sc = msm_inputs(curve, what == "msm_g2", log_n)
+                msm = gpu.msm_g2 if what == "msm_g2" else gpu.msm_g1
+                dev_sc = gpu._output(gpu.rt.upload(host_sc))   # resident: the MSM skips the upload
+                t_dev = timed(lambda: msm(pts, dev_sc), reps, gpu.rt.synchronize)
+                t_host = timed(lambda: msm(pts, host_sc), max(1, reps // 2), gpu.rt.synchronize)
+                note = ""
+                if what == "msm_g1" and log_n == 24:
+                    target = H200_TARGET_MS[curve.name]
+                    note = f"target <= {target:.0f} ms: {'met' if t_dev <= target else 'MISSED'}"
+                rows.add(what=what, curve=curve.name, n=n, gpu_ms=t_dev, gpu_host_ms=t_host, note=note,
+                         digest=digest(msm(pts, host_sc)))
+                pts = dev_sc = host_sc = None
+                gpu.release_memory()
+
+    for curve in CURVES:
+        gpu = gpus[curve.name]
+        for log_n in ntt_logs:
+            n = 1 << log_n
+            if skipped("ntt", curve, n):
+                continue
+            host = ntt_input(curve, log_n)
+            x = gpu.rt.upload(host)
+            t_dev = timed(lambda: gpu._ntt_device(x, log_n, False, None), reps, gpu.rt.synchronize)
+            t_host = timed(lambda: gpu.ntt(host), max(1, reps // 2), gpu.rt.synchronize)
+            rows.add(what="ntt", curve=curve.name, n=n, gpu_ms=t_dev, gpu_host_ms=t_host, note="forward",
+                     digest=digest(gpu.ntt(host)))
+            x = host = None
+            gpu.release_memory()
+
+    from groth16 import prover
+    for log_n in proof_logs:
+        for curve in CURVES:
+            n = 1 << log_n
+            if skipped("proof", curve, n):
+                continue
+            gpu = gpus[curve.name]
+            key, w = synthetic_key(curve, log_n)
+            t_cold = once(lambda: prover.prove(key, w, gpu, self_check=False))
+            t_gpu = timed(lambda: prover.prove(key, w, gpu, self_check=False), reps, gpu.rt.synchronize)
+            rows.add(what="proof", curve=curve.name, n=n, gpu_ms=t_gpu, gpu_host_ms=t_cold,
+                     note="synthetic key; host ms = first proof (key upload)",
+                     digest=digest(run_kind(gpu, curve, "proof", log_n, (key, w))))
+            key = w = None
+            gpu.release_memory()
+
+    # The CPU backend's rows, timed by `cpu-ref` (beside the compile), on the same inputs.
+    ref = load_cpu_reference(args.cpu_ref, max(0.0, budget.left() - 2))
+    cpu = {(r["what"], r["curve"], r["n"]): r for r in ref["rows"]}
+    mismatches = 0
+    for row in rows.rows:
+        c = cpu.get((row["what"], row["curve"], row["n"]))
+        if c is None or row.get("gpu_ms") is None:
             continue
-        pts = frozen(np.tile(base, (-(-n // len(base)), 1))[:n])
-        host_sc = random_scalars(curve, n, rng)
-        msm = be.msm_g2 if g2 else be.msm_g1
-        if check_cpu and log_n == logs[0]:
-            from groth16.backends.cpu import CpuBackend
-            want = (CpuBackend(curve).msm_g2 if g2 else CpuBackend(curve).msm_g1)(pts, host_sc)
-            if msm(pts, host_sc) != want:
-                print(f"MISMATCH: {label} at 2^{log_n} differs from the CPU backend", flush=True)
-                sys.exit(1)
-        dev_sc = be._output(be.rt.upload(host_sc))  # resident: the MSM skips the upload
-        sync = be.rt.synchronize
-        t_dev = timed(lambda: msm(pts, dev_sc), reps, sync)
-        t_host = timed(lambda: msm(pts, host_sc), max(1, reps // 2), sync)
-        last_ms = t_host
-        note = ""
-        if not g2 and log_n == 24:
-            target = H200_TARGET_MS[curve.name]
-            note = f"target <= {target:.0f} ms on H200: {'met' if t_dev <= target else 'MISSED'}"
-        rows.append((label, f"2^{log_n}", f"{t_dev:.2f}", f"{t_host:.2f}", note))
-        print(f"  {label} 2^{log_n}: {t_dev:.2f} ms device, {t_host:.2f} ms host", flush=True)
-        pts = dev_sc = host_sc = None  # free before the next, larger size
-        be.release_memory()
+        row.update(cpu_ms=c["cpu_ms"], cpu_threads=ref["cpu_threads"], speedup=c["cpu_ms"] / row["gpu_ms"],
+                   ok=c["digest"] == row["digest"])
+        mismatches += not row["ok"]
+        if row["what"] == "proof" and row["curve"] == "bn128" and row["n"] == 1 << 20:
+            met = row["speedup"] >= PROOF_SPEEDUP_TARGET
+            row["note"] += f"; target >= {PROOF_SPEEDUP_TARGET:.0f}x the CPU: {'met' if met else 'MISSED'}"
+    cpu_note = (f"CPU backend on {ref['cpu_threads']} threads, one run, timed beside the compile"
+                + ("" if ref.get("done") else " (cut short)")) if ref["rows"] else "no CPU reference"
+    text = table(rows.rows, f"zkqueue CUDA backend on {desc}; kernels {cuda.source_hash()}; GPU median of {reps} "
+                            f"after a warm-up; {cpu_note}")
+    print(text)
+    summary = {"step": "time", "emulated": emulate, "device": desc, "kernels": cuda.source_hash(),
+               "cpu_threads": ref["cpu_threads"], "cpu_reference_complete": bool(ref.get("done")),
+               "rows": rows.rows, "mismatches": mismatches, "table": text}
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1))
+    return 1 if mismatches else 0
 
 
-def bench_ntt(be, curve, logs, reps, budget, rows) -> None:
-    rng = np.random.default_rng(2)
-    last_ms = 0.0
-    for log_n in logs:
-        label = f"ntt {curve.name}"
-        if last_ms * 3 * (reps + 1) / 1e3 > budget.left():
-            rows.append((label, f"2^{log_n}", "skipped (time budget)", "", ""))
-            continue
-        host = random_scalars(curve, 1 << log_n, rng)
-        x = be.rt.upload(host)
-        t_dev = timed(lambda: be._ntt_device(x, log_n, False, None), reps, be.rt.synchronize)
-        t_host = timed(lambda: be.ntt(host), max(1, reps // 2), be.rt.synchronize)
-        last_ms = t_host
-        rows.append((label, f"2^{log_n}", f"{t_dev:.2f}", f"{t_host:.2f}", "forward"))
-        print(f"  {label} 2^{log_n}: {t_dev:.2f} ms device, {t_host:.2f} ms host", flush=True)
-        x = host = None
-        be.release_memory()
+def table(rows: list[dict], header: str) -> str:
+    cols = ("what", "curve", "size", "gpu ms", "host ms", "cpu ms", "speedup", "same", "note")
 
+    def fmt(v, spec=".2f"):
+        return "" if v is None else format(v, spec)
 
-def bench_proofs(backends, reps, budget, rows, only: str) -> None:
-    from groth16 import prover, verifier
-    from groth16.formats import wtns, zkey
-    for d in sorted(p for p in FIXTURES.iterdir() if (p / "circuit_final.zkey").exists() and only in p.name):
-        curve_name = d.name.split("_")[0]
-        label = f"prove {d.name}"
-        if budget.left() < 10:
-            rows.append((label, "", "skipped (time budget)", "", ""))
-            continue
-        be = backends[curve_name]
-        key, w = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
-        result = prover.prove(key, w, be, self_check=False)
-        if not verifier.verify(key.verification_key, result.proof, result.public_signals):
-            print(f"MISMATCH: the CUDA proof of {d.name} does not verify", flush=True)
-            sys.exit(1)
-        t = timed(lambda: prover.prove(key, w, be, self_check=False), reps, be.rt.synchronize)
-        rows.append((label, f"n=2^{key.log2_domain}", f"{t:.1f}", "", "key resident, verified"))
-        print(f"  {label}: {t:.1f} ms", flush=True)
-
-
-def table(rows, header: str) -> str:
-    cols = ("what", "size", "device ms", "host ms", "note")
-    widths = [max(len(str(r[i])) for r in [cols, *rows]) for i in range(len(cols))]
+    body = [(r["what"], r["curve"], f"2^{int(r['n']).bit_length() - 1}", fmt(r.get("gpu_ms")),
+             fmt(r.get("gpu_host_ms")), fmt(r.get("cpu_ms"), ".1f"),
+             "" if r.get("speedup") is None else f"{r['speedup']:.1f}x",
+             {True: "yes", False: "NO", None: ""}[r.get("ok")], r.get("note", "")) for r in rows]
+    widths = [max(len(str(x[i])) for x in [cols, *body]) for i in range(len(cols))]
     line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([header, line(cols), line(["-" * w for w in widths]), *map(line, rows)])
+    return "\n".join([header, line(cols), line(["-" * w for w in widths]), *map(line, body)])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.environ.get("OUT"), help="folder for gpu_check.txt (default $OUT)")
-    ap.add_argument("--min-log", type=int, default=16)
-    ap.add_argument("--max-log", type=int, default=24)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--budget-s", type=float, default=330.0, help="stop starting new sizes after this")
-    ap.add_argument("--proofs", default="", help="prove only fixtures whose name contains this")
-    ap.add_argument("--emulate", action="store_true", help="host emulation at tiny sizes (no GPU)")
-    ap.add_argument("--compile-only", metavar="CURVE", help="build one curve's module and exit")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile", help="build one curve's module (warms CuPy's disk cache) and exit")
+    c.add_argument("curve")
+    for name, fn in (("compare", compare), ("time", time_all), ("cpu-ref", cpu_reference)):
+        p = sub.add_parser(name)
+        p.set_defaults(func=fn)
+        p.add_argument("--json", help="write the rows and a summary here")
+        p.add_argument("--budget-s", type=float, default=120.0, help="stop starting new cases after this")
+        p.add_argument("--cpu-threads", type=int, default=None)
+    for p in sub.choices.values():
+        p.add_argument("--emulate", action="store_true", help="host emulation at tiny sizes (no GPU)")
+    sub.choices["compare"].add_argument("--logs", default="10,13,16,19,22", help="log2 sizes")
+    t = sub.choices["time"]
+    t.add_argument("--reps", type=int, default=3)
+    t.add_argument("--cpu-ref", help="the JSON `cpu-ref` writes: its rows are merged and checked")
+    t.add_argument("--reserve-s", type=float, default=5.0, help="start nothing new with less than this left")
+    sub.choices["cpu-ref"].set_defaults(cpu_threads=2)
     args = ap.parse_args()
-
-    if args.compile_only:
+    if args.cmd == "compile":
         t0 = time.perf_counter()
-        be = make_backend(curves.by_name(args.compile_only), args.emulate)
-        print(f"compiled {args.compile_only} in {time.perf_counter() - t0:.1f}s on {be.rt.describe()}")
+        be = make_backend(curves.by_name(args.curve), args.emulate)
+        print(f"compiled {args.curve} in {time.perf_counter() - t0:.1f}s on {be.rt.describe()}")
         return 0
-    if args.emulate:
-        args.min_log, args.max_log, args.reps = min(args.min_log, 6), min(args.max_log, 7), 1
-        args.proofs = args.proofs or "chain_10"
-    budget = Budget(args.budget_s)
-    backends = {c.name: make_backend(c, args.emulate) for c in (curves.BN128, curves.BLS12381)}
-    desc = next(iter(backends.values())).rt.describe()
-    logs = list(range(args.min_log, args.max_log + 1))
-    rows: list[tuple] = []
-    print(f"timing on {desc}, kernels {cuda.source_hash()}", flush=True)
-    for curve in (curves.BN128, curves.BLS12381):
-        bench_msm(backends[curve.name], curve, False, logs, args.reps, budget, rows, check_cpu=not args.emulate)
-    for curve in (curves.BN128, curves.BLS12381):
-        bench_ntt(backends[curve.name], curve, logs, args.reps, budget, rows)
-    for curve in (curves.BN128, curves.BLS12381):
-        bench_msm(backends[curve.name], curve, True, logs, args.reps, budget, rows, check_cpu=not args.emulate)
-    bench_proofs(backends, args.reps, budget, rows, args.proofs)
-    text = table(rows, f"zkqueue CUDA backend on {desc}; kernels {cuda.source_hash()}; "
-                       f"median of {args.reps} after a warm-up")
-    print(text)
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "gpu_check.txt").write_text(text + "\n")
-    return 0
+    return args.func(args)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,9 @@ def nvrtc_version(cuda_major: int | None = None) -> str:
 
 def cuda_toolchain() -> str:
     """"<CuPy distribution> <version>, NVRTC <version>": what compiles the CUDA kernels here."""
-    from groth16.backends import cupy_distribution
+    from groth16.backends import cuda_emulated, cupy_distribution
+    if cuda_emulated():
+        return "host emulation of the CUDA kernels (g++), no GPU"
     dist = cupy_distribution()
     cupy = f"{dist[0]} {dist[1]}" if dist else "no CuPy"
     return f"{cupy}, NVRTC {nvrtc_version(dist[2] if dist else None)}"

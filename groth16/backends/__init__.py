@@ -6,7 +6,6 @@ missing is an error, never a silent CPU fallback; "auto" logs what it chose and 
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -28,8 +27,21 @@ def cuda_device() -> int:
     return int(os.environ.get("ZKQUEUE_CUDA_DEVICE", "0"))
 
 
+EMULATION_ENV = "ZKQUEUE_CUDA_EMULATION"
+
+
+def cuda_emulated() -> bool:
+    """True when $ZKQUEUE_CUDA_EMULATION=1: "cuda" runs its kernels on the host emulation.
+
+    For checking the GPU path without a GPU (bench/gpu_check.sh --dry, tests): slow, one
+    core, and never chosen unless set; every backend it makes logs a warning.
+    """
+    return os.environ.get(EMULATION_ENV) == "1"
+
+
 def cupy_distribution() -> tuple[str, str, int | None] | None:
     """(name, version, CUDA major or None) of the installed CuPy, found without importing it."""
+    import importlib.metadata  # here, not at the top: it costs every `zkqueue prove` ~30 ms
     for name, major in CUPY_DISTRIBUTIONS.items():
         try:
             return name, importlib.metadata.version(name), major
@@ -48,6 +60,8 @@ def cuda_preflight(driver_cuda_version: int | None = None) -> tuple[bool, str]:
     e.g. 12040 for 12.4), that the driver is new enough for the CUDA major CuPy was built for.
     The full check (device, compute capability, NVRTC) is cuda_status(), in the child.
     """
+    if cuda_emulated():
+        return True, f"host emulation of the CUDA kernels (${EMULATION_ENV}=1)"
     dist = cupy_distribution()
     if dist is None or importlib.util.find_spec("cupy") is None:
         return False, "CuPy is not installed (pip install cupy-cuda12x or cupy-cuda13x)"
@@ -70,6 +84,8 @@ def cuda_status(device: int | None = None) -> tuple[bool, str]:
     NVRTC loads. It initialises CUDA in the calling process, so call it where the proving
     happens (a worker's child process), not in a parent that forks afterwards.
     """
+    if cuda_emulated():
+        return True, f"host emulation of the CUDA kernels (${EMULATION_ENV}=1; no GPU is used)"
     try:
         import cupy
     except ImportError:
@@ -121,6 +137,10 @@ def get_backend(kind: str, curve: Curve, *, threads: int | None = None) -> Backe
         if usable:
             from .cuda import CudaBackend
             try:
+                if cuda_emulated():
+                    from .cuda_emu import EmulatedRuntime
+                    log.warning("backend cuda on the host emulation ($%s=1): for checks, not for use", EMULATION_ENV)
+                    return CudaBackend(curve, runtime=EmulatedRuntime(curve))
                 backend = CudaBackend(curve, device=cuda_device())
             except BackendUnavailable as exc:
                 if kind == "cuda":
