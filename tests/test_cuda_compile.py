@@ -70,11 +70,14 @@ def test_nvcc_compiles(nvcc_results, curve, arch):
 
 
 def _nvrtc_library():
-    """libnvrtc from $ZKQUEUE_NVRTC_LIB, the nvidia-cuda-nvrtc wheel, or the system; None if absent."""
+    """libnvrtc from $ZKQUEUE_NVRTC_LIB, an nvidia-cuda-nvrtc wheel (CUDA 13: nvidia/cu13/lib,
+    CUDA 12: nvidia/cuda_nvrtc/lib, as cupy-cuda12x uses it), or the system; None if absent."""
     candidates = [os.environ.get("ZKQUEUE_NVRTC_LIB")]
     try:
-        import nvidia.cu13  # type: ignore[import-not-found]  (nvidia-cuda-nvrtc 13.x wheel)
-        candidates += [str(p) for p in Path(list(nvidia.cu13.__path__)[0], "lib").glob("libnvrtc.so.*")]
+        import nvidia  # type: ignore[import-not-found]  (namespace package of NVIDIA's wheels)
+        for root in map(Path, nvidia.__path__):
+            for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+                candidates += sorted(str(p) for p in (root / sub).glob("libnvrtc.so.*"))
     except ImportError:
         pass
     candidates.append(ctypes.util.find_library("nvrtc"))
