@@ -1,23 +1,65 @@
 # zkqueue: workers, Flower, the metrics exporter and the demo, from one image.
-# GPU workers need the NVIDIA container runtime and CuPy: build with --build-arg GPU=1.
-FROM python:3.11-slim-bookworm
+#
+#   docker build -t zkqueue .                              CPU image (python:3.11-slim-bookworm)
+#   docker build -t zkqueue:gpu --build-arg GPU=1 .        + CuPy, CUDA 12 NVRTC and runtime from PyPI
+#                                                          (needs an NVIDIA driver >= 525.60.13 and the
+#                                                          NVIDIA container runtime to run)
+#   docker build --build-arg BASE_IMAGE=my/debian-bookworm .
+#       any Debian bookworm image with python3 (3.10+) and its venv module; CI uses a local one
+#       made by scripts/base_images.sh, as no image registry is reachable there.
+#
+# The build context is only what .dockerignore lets through: pyproject.toml, README.md and the
+# package folders. The Dockerfile names no package folder, so moving or renaming packages needs
+# only .dockerignore's list and the import in the native-kernel step below to follow.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ARG GPU=0
+# CuPy 14 and the CUDA 12.x toolkit wheels it loads NVRTC and the runtime from.
+ARG CUPY_SPEC="cupy-cuda12x>=13.3,<15"
+ARG CUDA_WHEELS="nvidia-cuda-nvrtc-cu12>=12.2,<13 nvidia-cuda-runtime-cu12>=12.2,<13"
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+# g++ compiles the native CPU kernels (below, into the image).
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends g++ \
+ && apt-get install -y --no-install-recommends g++ \
  && rm -rf /var/lib/apt/lists/*
 
-WORKDIR /opt/zkqueue
-COPY pyproject.toml README.md ./
-COPY groth16 groth16
-COPY coordinator coordinator
-COPY tasks tasks
-COPY workers workers
-RUN pip install --no-cache-dir . \
- && if [ "$GPU" = "1" ]; then pip install --no-cache-dir '.[gpu]' cupy-cuda12x; fi \
- # compile the native CPU kernels into the image, not at the first partition
- && python -c 'from groth16 import native; native.library_path()'
+# A venv, so the image works the same on python:*-slim (Python in /usr/local) and on a plain
+# Debian base (/usr/bin/python3, whose site-packages PEP 668 closes to pip).
+RUN python3 -m venv /opt/zkqueue/venv
+ENV PATH=/opt/zkqueue/venv/bin:$PATH \
+    VIRTUAL_ENV=/opt/zkqueue/venv \
+    ZKQUEUE_CACHE_DIR=/opt/zkqueue/cache
 
+WORKDIR /opt/zkqueue/src
+
+# Dependencies first, from pyproject.toml alone: editing the code does not reinstall them.
+COPY pyproject.toml ./
+RUN python -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+print("\n".join(p["dependencies"] + (p["optional-dependencies"]["gpu"] if sys.argv[1] == "1" else [])))' \
+      "$GPU" > /tmp/requirements.txt \
+ && if [ "$GPU" = "1" ]; then echo "$CUPY_SPEC $CUDA_WHEELS" | tr ' ' '\n' >> /tmp/requirements.txt; fi \
+ && pip install -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+
+COPY . ./
+# --no-deps: everything was installed above; a dependency missing from that list fails here.
+# Then: the native CPU kernels compiled into the image, not at the first partition; and in the
+# GPU image, a check that needs no GPU: CuPy imports, NVRTC and the CUDA runtime load from the
+# wheels, and NVRTC compiles zkqueue's CUDA kernels (scripts/gpu_image_check.py).
+RUN pip install --no-deps . \
+ && pip check \
+ && python -c 'from groth16 import native; native.library_path()' \
+ && if [ "$GPU" = "1" ]; then cd / && python /opt/zkqueue/src/scripts/gpu_image_check.py; fi \
+ && rm -rf /opt/zkqueue/src
+
+WORKDIR /
 ENV ZKQUEUE_STORE_URL=/var/lib/zkqueue/store
 VOLUME /var/lib/zkqueue/store
 ENTRYPOINT ["zkqueue"]

@@ -105,3 +105,38 @@ def test_the_demo_services_command_proves_on_running_workers(queue):  # noqa: F8
                           timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "demo: OK" in proc.stdout and proc.stdout.count("verified (worker") == 4, proc.stdout
+
+
+def test_published_ports_listen_on_localhost_only():
+    for name, s in SERVICES.items():
+        for port in s.get("ports", []):
+            assert isinstance(port, str) and port.startswith("127.0.0.1:"), f"{name} publishes {port!r}"
+
+
+def test_base_images_default_to_the_upstream_images():
+    """CI swaps both for a local Debian image; users get the upstream ones unless they set them."""
+    for name, s in OURS.items():
+        assert s["build"]["args"]["BASE_IMAGE"] == "${BASE_IMAGE:-python:3.11-slim-bookworm}", name
+    assert SERVICES["redis"]["image"] == "${REDIS_IMAGE:-redis:7-bookworm}"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG BASE_IMAGE=python:3.11-slim-bookworm\nFROM ${BASE_IMAGE}" in dockerfile
+
+
+def package_folders() -> set[str]:
+    """Top-level folders the distribution's packages come from, per pyproject.toml."""
+    import tomllib
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {p.split(".")[0].rstrip("*") for p in setuptools.get("packages", {}).get("find", {}).get("include", [])}
+    folders |= {d.split("/")[0] for d in setuptools.get("package-dir", {}).values() if d}
+    return {f for f in folders if f}
+
+
+def test_the_docker_build_context_holds_every_package():
+    """.dockerignore is an allowlist: a package folder missing from it would build an image
+    without that package. Renaming or moving packages must update this list."""
+    allowed = {line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.startswith("!")}
+    folders = package_folders()
+    assert folders and all((ROOT / f).is_dir() for f in folders), folders
+    assert folders <= allowed, f".dockerignore does not let {sorted(folders - allowed)} into the build context"
+    assert {"pyproject.toml", "README.md"} <= allowed

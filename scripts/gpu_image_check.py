@@ -1,0 +1,74 @@
+"""Build-time check of the GPU image (Dockerfile, GPU=1); needs no GPU and no driver.
+
+Asserts that CuPy imports, that NVRTC and the CUDA runtime are the libraries of the
+nvidia-cuda-*-cu12 wheels in this environment (not something the host might mount), and
+that NVRTC compiles zkqueue's own CUDA modules for both curves (to PTX: compiling to
+SASS as CuPy does on the GPU takes minutes more and runs the same front end). A GPU
+worker would otherwise find a missing or broken NVRTC only at its first partition.
+Exits non-zero with the reason on any failure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ARCH = "compute_70"   # the oldest architecture the README supports
+
+
+def loaded_libraries() -> list[str]:
+    """Paths of the shared libraries mapped into this process."""
+    return sorted({line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
+                   if ".so" in line})
+
+
+def from_wheel(name: str) -> str:
+    """The loaded library called `name`, which must come from an nvidia wheel's folder."""
+    hits = [p for p in loaded_libraries() if Path(p).name.startswith(name)]
+    if not hits:
+        sys.exit(f"gpu image check: {name} is not loaded")
+    if not all("/site-packages/nvidia/" in p for p in hits):
+        sys.exit(f"gpu image check: {name} was loaded from {hits}, expected the nvidia wheel in site-packages")
+    return hits[0]
+
+
+def compile_module(curve) -> tuple[str, float, int]:
+    from cupy.cuda import nvrtc
+
+    from groth16.backends import cuda
+    start = time.monotonic()
+    prog = nvrtc.createProgram(cuda.module_source(curve), f"zkq_{curve.name}.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [*cuda.compile_options(), f"-arch={ARCH}"])
+    except nvrtc.NVRTCError as exc:
+        sys.exit(f"gpu image check: NVRTC failed on the {curve.name} kernels: {exc}\n"
+                 f"{nvrtc.getProgramLog(prog)[-4000:]}")
+    ptx = nvrtc.getPTX(prog)
+    return curve.name, time.monotonic() - start, len(ptx)
+
+
+def main() -> None:
+    import cupy
+    from cupy.cuda import nvrtc, runtime
+
+    from groth16 import curves
+
+    nvrtc_version = nvrtc.getVersion()
+    nvrtc_path = from_wheel("libnvrtc.so")
+    runtime_version = runtime.runtimeGetVersion()
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(compile_module, (curves.BN128, curves.BLS12381)))
+    from_wheel("libnvrtc-builtins")          # loaded by NVRTC at the first compile
+    cudart = Path(nvrtc_path).parents[2] / "cuda_runtime" / "lib" / "libcudart.so.12"
+    ctypes.CDLL(str(cudart))
+    from_wheel("libcudart.so")
+    print(f"gpu image check: CuPy {cupy.__version__}, NVRTC {nvrtc_version[0]}.{nvrtc_version[1]} "
+          f"({nvrtc_path}), CUDA runtime {runtime_version}; "
+          + ", ".join(f"{name} kernels -> {ARCH} PTX ({size} bytes, {s:.0f} s)" for name, s, size in results))
+
+
+if __name__ == "__main__":
+    main()
