@@ -323,3 +323,30 @@ def test_importing_the_cli_does_not_load_wasmtime():
     code = "import sys, groth16.cli, groth16.witness, groth16.witness.cli; print('wasmtime' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert proc.stdout.strip() == "False"
+
+
+FORK_CHILD = """
+import json, os, signal, sys
+from groth16.witness import load_calculator
+d = sys.argv[1]
+inp = json.load(open(d + "/input.json"))
+calc = load_calculator(d + "/circuit_js/circuit.wasm")
+first = calc.calculate(inp)
+pid = os.fork()
+if pid == 0:        # as a Celery prefork child: the parent compiled before forking
+    signal.alarm(60)    # a hung child must end too, not outlive the test
+    child = load_calculator(d + "/circuit_js/circuit.wasm")
+    os._exit(0 if child is not calc and child.calculate(inp) == first else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_forked_child_computes_witnesses():
+    """A process forked after compiling (Celery's prefork pool) compiles again and computes:
+    no compiler thread pool is inherited half-alive (that hung before parallel compilation
+    was turned off)."""
+    env = {**os.environ, "ZKQUEUE_WASM_CACHE": "off"}            # compile in parent and child
+    proc = subprocess.run([sys.executable, "-c", FORK_CHILD, str(fixture_dir("bn128_chain_10"))],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=180)
+    assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stdout + proc.stderr

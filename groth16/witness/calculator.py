@@ -73,6 +73,9 @@ def _engine_and_batch() -> tuple[wasmtime.Engine, wasmtime.Module]:
         if _engine is None or _engine[0] != os.getpid():
             config = wasmtime.Config()
             config.wasm_bulk_memory = True
+            # No compiler thread pool: a process forked after a compile (Celery's prefork pool)
+            # would inherit a pool whose threads are gone and hang on its next compile.
+            config.parallel_compilation = False
             engine = wasmtime.Engine(config)
             _engine = (os.getpid(), engine, wasmtime.Module(engine, WAT))
         return _engine[1], _engine[2]
@@ -359,6 +362,8 @@ def load_calculator(wasm: str | Path | bytes, *, name: str | None = None,
         data, name = Path(wasm).read_bytes(), name or str(wasm)
     key = (hashlib.sha256(data).hexdigest(), name)
     with _lock:
+        if _engine is not None and _engine[0] != os.getpid():
+            _calculators.clear()        # a forked child: those belong to the parent's engine
         calc = _calculators.get(key)
         if calc is not None:
             _calculators.move_to_end(key)
