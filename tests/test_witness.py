@@ -350,3 +350,20 @@ def test_forked_child_computes_witnesses():
     proc = subprocess.run([sys.executable, "-c", FORK_CHILD, str(fixture_dir("bn128_chain_10"))],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=180)
     assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stdout + proc.stderr
+
+
+def test_api_from_artifact_bytes():
+    """What a queue worker holds: the circuit and the input as bytes, named for messages."""
+    from groth16.errors import FormatError
+    from groth16.witness import load_calculator, parse_inputs
+    d = fixture_dir("bls12381_chain_10")
+    calc = load_calculator((d / "circuit_js" / "circuit.wasm").read_bytes(), name="job-1/circuit.wasm")
+    inputs = parse_inputs((d / "input.json").read_bytes(), source="job-1/input-0.json")
+    assert calc.calculate(inputs, source="job-1/input-0.json") == (d / "witness.wtns").read_bytes()
+    with pytest.raises(UnknownInputError) as e:
+        calc.calculate({**inputs, "y": "1"}, source="job-1/input-1.json")
+    assert str(e.value) == ('job-1/input-1.json: unknown input signal "y": job-1/circuit.wasm has no '
+                            'input of that name')
+    with pytest.raises(FormatError) as e:
+        parse_inputs(b'["1"]', source="job-1/input-2.json")
+    assert str(e.value) == "job-1/input-2.json: an input file must hold a JSON object of signal names to values"

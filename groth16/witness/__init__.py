@@ -12,7 +12,7 @@ from __future__ import annotations
 
 _LAZY = {
     "WitnessCalculator": "calculator", "load_calculator": "calculator", "calculate_witness": "calculator",
-    "read_inputs": "inputs", "fnv_hash": "inputs",
+    "read_inputs": "inputs", "parse_inputs": "inputs", "fnv_hash": "inputs",
 }
 
 __all__ = sorted(_LAZY)

@@ -11,8 +11,8 @@ engine settings; wasmtime itself refuses a file made by another version or confi
 such a file is then compiled again and replaced. Nothing here is pickle or any other format that
 outside data could choose.
 
-Where: $ZKQUEUE_WASM_CACHE (empty or "off" disables it), else $XDG_CACHE_HOME/zkqueue/wasm,
-else ~/.cache/zkqueue/wasm.
+Where: $ZKQUEUE_WASM_CACHE (empty or "off" disables it), else wasm/ in the project's cache
+directory, $ZKQUEUE_CACHE_DIR (default ~/.cache/zkqueue), beside the native kernels.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ def default_dir() -> Path | None:
     value = os.environ.get(ENV)
     if value is not None:
         return None if value.strip().lower() in ("", "0", "off", "no", "none") else Path(value)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "zkqueue" / "wasm"
+    return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue")) / "wasm"
 
 
 def _private(st: os.stat_result) -> bool:

@@ -76,14 +76,22 @@ def read_inputs(path: str | Path) -> dict[str, Any]:
     """
     path = str(path)
     with open(path, "rb") as f:
-        data = f.read()
+        return parse_inputs(f.read(), source=path)
+
+
+def parse_inputs(data: bytes | str, source: str | None = None) -> dict[str, Any]:
+    """An input.json's content (e.g. from the artifact store) as read_inputs reads the file.
+
+    Raises:
+        FormatError: not valid JSON, or not a JSON object; `source` names it.
+    """
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise FormatError(f"not valid JSON: {exc}", path=path) from None
+        raise FormatError(f"not valid JSON: {exc}", path=source) from None
     if not isinstance(obj, dict):
         raise FormatError("an input file must hold a JSON object of signal names to values",
-                          path=path, expected="object", found=type(obj).__name__)
+                          path=source, expected="object", found=type(obj).__name__)
     return obj
 
 
