@@ -135,3 +135,21 @@ def test_gpu_worker_parent_forks_its_pool_without_initialising_cuda(queue, stand
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+def test_worker_refuses_a_cupy_newer_than_the_driver(stand_ins, tmp_path):
+    """A CuPy built for CUDA 13 on a driver for CUDA 12.4 is refused before the pool forks
+    (exit status 2, the reason named), from NVML and package metadata alone."""
+    folder, log = stand_ins
+    (folder / "pynvml.py").write_text(STAND_IN_NVML.replace("return 13000", "return 12040"))
+    (folder / "cupy_cuda12x-14.0.0.dist-info").rename(folder / "cupy_cuda13x-14.0.0.dist-info")
+    meta = folder / "cupy_cuda13x-14.0.0.dist-info" / "METADATA"
+    meta.write_text(meta.read_text().replace("cupy-cuda12x", "cupy-cuda13x"))
+    env = stand_in_env(stand_ins)
+    env.update(ZKQUEUE_REDIS_URL="redis://127.0.0.1:6379/13", ZKQUEUE_STORE_URL=str(tmp_path / "store"))
+    proc = subprocess.run([sys.executable, "-m", "tasks.main", "--device", "cuda:0", "--backend", "cuda",
+                           "--worker-id", "too-new-cupy"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "cupy-cuda13x 14.0.0 needs a driver for CUDA 13" in proc.stderr and "12.4" in proc.stderr
+    assert not log.exists()
