@@ -33,6 +33,8 @@ def cmd_wtns_calculate(args: argparse.Namespace) -> int:
 
 
 def cmd_fullprove(args: argparse.Namespace) -> int:
+    # as `prove` does: numpy's OpenBLAS would start a thread per core, and nothing here uses it
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .. import backends, prover
     from ..formats import jsonfiles, zkey
     from .calculator import load_calculator
