@@ -367,3 +367,12 @@ def test_api_from_artifact_bytes():
     with pytest.raises(FormatError) as e:
         parse_inputs(b'["1"]', source="job-1/input-2.json")
     assert str(e.value) == "job-1/input-2.json: an input file must hold a JSON object of signal names to values"
+
+
+def test_webassembly_that_is_not_a_circom_circuit(tmp_path):
+    import wasmtime
+    (tmp_path / "other.wasm").write_bytes(wasmtime.wat2wasm('(module (func (export "main")))'))
+    write_input(tmp_path / "input.json", GOOD)
+    msg = fails("wtns", "calculate", tmp_path / "other.wasm", tmp_path / "input.json", tmp_path / "w.wtns")
+    assert msg.startswith(f"{tmp_path / 'other.wasm'}: not a circom 2 witness calculator: no getVersion, ")
+    assert not (tmp_path / "w.wtns").exists()

@@ -7,7 +7,8 @@ as `snarkjs wtns calculate` uses it):
     getRawPrime(); readSharedRWMemory(j) the prime, word j, through a shared n32-word buffer
     getWitnessSize(), getInputSize()     witness values, and input values to set
     init(sanityCheck)                    starts a witness
-    getInputSignalSize(hMSB, hLSB)       values of the input named by its 64-bit FNV-1a hash, -1 if none
+    getInputSignalSize(hMSB, hLSB)       values of the input named by its 64-bit FNV-1a hash; 0 (circom
+                                         2.2) or -1 (earlier) when there is no such input
     writeSharedRWMemory(j, w); setInputSignal(hMSB, hLSB, i)   sets value i of an input; setting
                                          the last one runs the circuit
     getWitness(i); readSharedRWMemory(j) witness value i in standard form
@@ -178,7 +179,11 @@ class WitnessCalculator:
         exports = {e.name for e in self._module.exports}
         self._minor = ex["getMinorVersion"](store) if "getMinorVersion" in exports else 0
         self._patch = ex["getPatchVersion"](store) if "getPatchVersion" in exports else 0
-        self.circom_version = f"{ex['getVersion'](store)}.{self._minor}.{self._patch}"
+        major = ex["getVersion"](store)
+        self.circom_version = f"{major}.{self._minor}.{self._patch}"
+        if major != 2:          # the protocol above is circom 2's; another may differ in any call
+            raise UnsupportedError(f"a circom {self.circom_version} witness calculator; zkqueue reads circom 2's",
+                                   path=name, expected="circom 2", found=self.circom_version)
 
     @property
     def curve(self) -> Curve | None:
