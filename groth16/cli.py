@@ -25,6 +25,9 @@ def _threads(value: str) -> int:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
+    # numpy's OpenBLAS starts a thread per core when it is imported; the prover does no
+    # linear algebra, so a one-shot process skips that start-up cost.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from . import backends, prover
     from .formats import jsonfiles, r1cs, wtns, zkey
 

@@ -2,22 +2,26 @@
 
 The library is compiled with the host C++ compiler on first use and cached under
 ``$ZKQUEUE_CACHE_DIR`` (default ``~/.cache/zkqueue``) in a folder named by a hash of every
-kernel source, the compiler's version, the flags and the CPU's feature flags, so an edited
-header or another machine never loads a stale build. Builds are atomic (compile into a
+kernel source, the compiler (its resolved binary's path, size and mtime: no subprocess on
+the hot path of every `zkqueue prove`), the flags and the CPU's feature flags, so an edited
+header, an upgraded compiler or another machine never loads a stale build. Builds are atomic (compile into a
 temporary folder, then rename), so concurrent workers starting together are safe.
+
+Two arithmetic variants exist: "x86-adx" (Montgomery products in mulx/adcx/adox assembly,
+kernels/cpu/mont_x86.hpp) and "portable" (plain C++). The CPU's features pick one at run
+time (`default_variant`); ZKQUEUE_CPU_ARITH=portable forces the fallback, and the tests
+load both.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
 import shutil
-import subprocess
-import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .errors import NativeBuildError
@@ -28,8 +32,10 @@ LIB_NAME = "libzkq_cpu.so"
 CXX_FLAGS = ["-O3", "-std=c++17", "-fPIC", "-pthread", "-march=native",
              "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"]
 
+VARIANTS: dict[str, list[str]] = {"x86-adx": ["-DZKQ_X86_ASM"], "portable": []}
+
 _lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
+_libs: dict[str, ctypes.CDLL] = {}
 
 
 def kernel_sources() -> list[Path]:
@@ -46,6 +52,7 @@ def _compiler() -> str:
     return cxx
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu_flags() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -56,6 +63,34 @@ def _cpu_flags() -> str:
     return platform.processor()
 
 
+def default_variant() -> str:
+    """The arithmetic variant for this CPU: "x86-adx" on x86-64 with BMI2 and ADX, else "portable".
+
+    ZKQUEUE_CPU_ARITH=portable|x86-adx overrides the choice.
+
+    Raises:
+        NativeBuildError: ZKQUEUE_CPU_ARITH names no variant, or x86-adx on a CPU without it.
+    """
+    forced = os.environ.get("ZKQUEUE_CPU_ARITH")
+    if forced:
+        if forced not in VARIANTS:
+            raise NativeBuildError("ZKQUEUE_CPU_ARITH names no arithmetic variant",
+                                   expected=" or ".join(VARIANTS), found=forced)
+        if forced == "x86-adx" and not has_adx():
+            raise NativeBuildError("ZKQUEUE_CPU_ARITH=x86-adx but this CPU lacks BMI2/ADX",
+                                   expected="bmi2 and adx in /proc/cpuinfo", found=platform.machine())
+        return forced
+    return "x86-adx" if has_adx() else "portable"
+
+
+def has_adx() -> bool:
+    """True on an x86-64 CPU with the BMI2 (mulx) and ADX (adcx/adox) instructions."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    flags = set(_cpu_flags().split())
+    return {"bmi2", "adx"} <= flags
+
+
 def source_hash() -> str:
     """Hash of the kernel sources alone: the part of a worker's fingerprint that names the code."""
     h = hashlib.sha256()
@@ -64,12 +99,32 @@ def source_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def build_key() -> str:
-    """Hash of sources, compiler version, flags and CPU features: names one cached build."""
+@functools.lru_cache(maxsize=None)
+def _compiler_identity(cxx: str) -> str:
+    """What names the compiler in a build key: its resolved binary's path, size and mtime
+    (an upgrade changes them); `--version` output only when CXX is not a plain binary."""
+    path = shutil.which(cxx)
+    if path:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+    import subprocess  # noqa: PLC0415 - rare path, kept off every process's start-up
+    return subprocess.run(cxx.split() + ["--version"], capture_output=True, text=True).stdout
+
+
+def _flags(variant: str) -> list[str]:
+    if variant not in VARIANTS:
+        raise NativeBuildError("unknown native arithmetic variant", expected=" or ".join(VARIANTS), found=variant)
+    return CXX_FLAGS + VARIANTS[variant]
+
+
+def build_key(variant: str | None = None) -> str:
+    """Hash of sources, compiler version, flags, variant and CPU features: names one cached build."""
+    variant = variant or default_variant()
     cxx = _compiler()
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    version = _compiler_identity(cxx)
     h = hashlib.sha256()
-    for part in (source_hash(), cxx, version, " ".join(CXX_FLAGS), _cpu_flags(), platform.machine()):
+    for part in (source_hash(), cxx, version, " ".join(_flags(variant)), _cpu_flags(), platform.machine()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
 
@@ -78,14 +133,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue"))
 
 
-def _compile(target_dir: Path) -> None:
+def _compile(target_dir: Path, variant: str) -> None:
+    # Build-only modules, imported here so that loading a cached build stays cheap.
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
     cxx = _compiler()
+    flags = _flags(variant)
     cpps = sorted(CPU_DIR.glob("*.cpp"))
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=target_dir.parent))
     try:
         def one(src: Path) -> Path:
             obj = tmp / (src.stem + ".o")
-            proc = subprocess.run([cxx, *CXX_FLAGS, "-I", str(KERNEL_DIR), "-c", str(src), "-o", str(obj)],
+            proc = subprocess.run([cxx, *flags, "-I", str(KERNEL_DIR), "-c", str(src), "-o", str(obj)],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise NativeBuildError(f"compiling {src.name} failed:\n{proc.stderr[-4000:]}", path=src)
@@ -106,23 +167,25 @@ def _compile(target_dir: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def library_path() -> Path:
-    """Path of the compiled library, building it first if no cached build matches."""
-    target = cache_dir() / "native" / build_key()
+def library_path(variant: str | None = None) -> Path:
+    """Path of the compiled library (default variant for this CPU), building it if no cached build matches."""
+    variant = variant or default_variant()
+    target = cache_dir() / "native" / build_key(variant)
     if not (target / LIB_NAME).exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        _compile(target)
+        _compile(target, variant)
     return target / LIB_NAME
 
 
-def load() -> ctypes.CDLL:
-    """The loaded native library (built and cached on first call).
+def load(variant: str | None = None) -> ctypes.CDLL:
+    """The loaded native library of `variant` (default: `default_variant()`), built and cached on first call.
 
     Raises:
-        NativeBuildError: no compiler, or the sources do not compile.
+        NativeBuildError: no compiler, the sources do not compile, or an unknown variant.
     """
-    global _lib
+    variant = variant or default_variant()
     with _lock:
-        if _lib is None:
-            _lib = ctypes.CDLL(str(library_path()))
-        return _lib
+        lib = _libs.get(variant)
+        if lib is None:
+            lib = _libs[variant] = ctypes.CDLL(str(library_path(variant)))
+        return lib

@@ -82,6 +82,7 @@ def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = 
     shift = curve.coset_shift(zkey.log2_domain)
     a, b, c = (backend.ntt(backend.ntt(x, inverse=True), coset_shift=shift) for x in (a, b, c))
     h = backend.h_scalars(a, b, c)
+    del a, b, c  # 3 x 32n bytes not needed by the MSMs: keeps the peak RSS down
     t["ntt"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

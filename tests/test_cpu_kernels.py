@@ -7,16 +7,38 @@ import random
 import numpy as np
 import pytest
 
-from groth16 import encoding
+from groth16 import encoding, native
 from groth16.backends.cpu import CpuBackend, library
 from groth16.curves import BLS12381, BN128
-from groth16.errors import FormatError, InputError
+from groth16.errors import FormatError, InputError, NativeBuildError
 
 import oracle
 
 CURVES = [BN128, BLS12381]
 IDS = [c.name for c in CURVES]
 R256 = 1 << 256
+# Every test below runs on each arithmetic variant this CPU can execute: the mulx/adx
+# assembly where the CPU has it, and always the portable fallback.
+ARITH = (["x86-adx"] if native.has_adx() else []) + ["portable"]
+
+
+@pytest.fixture(autouse=True, params=ARITH)
+def arith(request, monkeypatch):
+    """Selects the native arithmetic variant for the test (through ZKQUEUE_CPU_ARITH)."""
+    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", request.param)
+    return request.param
+
+
+def test_variant_choice(arith, monkeypatch):
+    """ZKQUEUE_CPU_ARITH forces a variant; unset, the CPU's features decide; a typo is an error."""
+    assert native.default_variant() == arith
+    assert library().zkq_msm_g1 is not None and native.load() is native.load(arith)
+    monkeypatch.delenv("ZKQUEUE_CPU_ARITH")
+    assert native.default_variant() == ("x86-adx" if native.has_adx() else "portable")
+    assert native.library_path("portable") != native.library_path(arith) or arith == "portable"
+    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", "fast")
+    with pytest.raises(NativeBuildError, match="ZKQUEUE_CPU_ARITH"):
+        native.default_variant()
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -314,3 +336,33 @@ def test_point_add_limbs(curve, g2, limb_bits):
         assert decode_point(curve, out[3 * i].tobytes(), g2) == s
         assert decode_point(curve, out[3 * i + 1].tobytes(), g2) == s
         assert decode_point(curve, out[3 * i + 2].tobytes(), g2) == grp.double(a)
+
+
+@pytest.mark.skipif(not native.has_adx(), reason="this CPU has no BMI2/ADX: only the portable arithmetic runs")
+@pytest.mark.parametrize("field_id, p, nw", FIELDS, ids=["bn_fq", "bn_fr", "bls_fq", "bls_fr"])
+def test_adx_matches_portable_and_oracle(field_id, p, nw):
+    """The mulx/adx assembly against the portable C++ and Python integers, on values where
+    carries and the final subtraction are most likely to go wrong: near p, near 2^(64k)
+    word boundaries, and products whose Montgomery result lands just below or above p."""
+    rng = random.Random(99 + field_id)
+    near_p = [p - 1 - rng.randrange(1 << 64) for _ in range(300)]
+    words = [((1 << (64 * rng.randrange(1, nw))) - 1 - rng.randrange(1 << 8)) % p for _ in range(300)]
+    rand = [rng.randrange(p) for _ in range(1400)]
+    a = near_p + words + rand
+    b = [rng.choice([p - 1, 1, 0, p - 2, rng.randrange(p)]) for _ in range(600)] + rand[::-1]
+    R = 1 << (64 * nw)
+    rinv = pow(R, -1, p)
+    enc = lambda vs: np.frombuffer(b"".join(v.to_bytes(8 * nw, "little") for v in vs), dtype=np.uint64).copy()
+    ea, eb = enc(a), enc(b)
+    expect = {0: [x * y * rinv % p for x, y in zip(a, b)], 1: [(x + y) % p for x, y in zip(a, b)],
+              2: [(x - y) % p for x, y in zip(a, b)], 3: [x * x * rinv % p for x in a]}
+    for op, exp in expect.items():
+        outs = []
+        for variant in ("x86-adx", "portable"):
+            out = np.zeros(len(a) * nw, dtype=np.uint64)
+            assert library(variant).zkq_test_field_op(field_id, 64, op, ea.ctypes.data, eb.ctypes.data,
+                                                      out.ctypes.data, len(a)) == 0
+            outs.append(out)
+        got = [int.from_bytes(outs[0][i * nw:(i + 1) * nw].tobytes(), "little") for i in range(len(a))]
+        assert got == exp, f"op {op}"
+        assert np.array_equal(outs[0], outs[1]), f"op {op}: variants differ"

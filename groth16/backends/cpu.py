@@ -66,13 +66,16 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
-def library() -> ctypes.CDLL:
+def library(variant: str | None = None) -> ctypes.CDLL:
     """The native library with its functions declared (built on first use).
+
+    `variant`: "x86-adx" or "portable" arithmetic (default: what this CPU supports; see
+    groth16.native).
 
     Raises:
         NativeBuildError: the kernels do not compile here.
     """
-    return _declare(native.load())
+    return _declare(native.load(variant))
 
 
 def default_threads() -> int:
@@ -107,8 +110,10 @@ class CpuBackend:
 
     name = "cpu"
 
-    def __init__(self, curve: Curve, threads: int | None = None):
+    def __init__(self, curve: Curve, threads: int | None = None, variant: str | None = None):
         """Bind to `curve`; `threads` defaults to ZKQUEUE_THREADS, else os.cpu_count().
+
+        `variant` picks the native arithmetic ("x86-adx" or "portable"; default: the CPU's).
 
         Raises:
             NativeBuildError: the native kernels cannot be built here.
@@ -118,7 +123,7 @@ class CpuBackend:
         self.threads = default_threads() if threads is None else int(threads)
         if self.threads < 1:
             raise BackendError("threads must be >= 1", expected=">= 1", found=threads)
-        self._lib = library()
+        self._lib = library(variant)
         self._cid = curve.native_id
         self._nwq = curve.n8q // 8  # 64-bit words per base-field element
 

@@ -11,6 +11,9 @@
 // (BN254 0x3064.., BLS12-381 q 0x1a01.., r 0x73ed..).
 #pragma once
 #include "common.cuh"
+#if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
+#include "cpu/mont_x86.hpp"  // mulx/adx product; the CPU library's fast build only (native.py)
+#endif
 
 namespace zkq {
 
@@ -84,6 +87,17 @@ struct Fp {
     }
 
     ZKQ_HD_HOT Fp operator+(const Fp& b) const {
+#if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
+        if constexpr (BITS == 64 && P::NW == 4) {
+            Fp r;
+            x86::mod_add4<P>(r.v, v, b.v);
+            return r;
+        } else if constexpr (BITS == 64 && P::NW == 6) {
+            Fp r;
+            x86::mod_add6<P>(r.v, v, b.v);
+            return r;
+        }
+#endif
         Fp r;
         L carry = 0;
         for (int i = 0; i < N; i++) {
@@ -96,6 +110,17 @@ struct Fp {
     }
 
     ZKQ_HD_HOT Fp operator-(const Fp& b) const {
+#if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
+        if constexpr (BITS == 64 && P::NW == 4) {
+            Fp r;
+            x86::mod_sub4<P>(r.v, v, b.v);
+            return r;
+        } else if constexpr (BITS == 64 && P::NW == 6) {
+            Fp r;
+            x86::mod_sub6<P>(r.v, v, b.v);
+            return r;
+        }
+#endif
         Fp r;
         L borrow = 0;
         for (int i = 0; i < N; i++) {
@@ -119,6 +144,13 @@ struct Fp {
 
     // a*b*R^-1 mod p (CIOS, no final carry word; see the header comment).
     ZKQ_HD_HOT Fp operator*(const Fp& b) const {
+#if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
+        if constexpr (BITS == 64 && (P::NW == 4 || P::NW == 6)) {
+            Fp r;
+            x86::mont_mul<P>(r.v, v, b.v);
+            return r;
+        }
+#endif
         L t[N];
         for (int i = 0; i < N; i++) t[i] = 0;
         const L inv = minv();

@@ -1,0 +1,280 @@
+// mont_x86.hpp - Montgomery multiplication with x86-64 mulx/adcx/adox (BMI2 + ADX), for
+// 4-word (BN254 q and r, BLS12-381 r) and 6-word (BLS12-381 q) moduli.
+//
+// Included by field.cuh only when the CPU library is built with ZKQ_X86_ASM (native.py
+// does so when the CPU has both features, and keeps a portable build as the fallback);
+// the CUDA build never sees it. Same contract as Fp::operator*: inputs fully reduced,
+// output a*b*2^(-64N) mod p, fully reduced.
+//
+// Algorithm: CIOS without the extra carry word (valid for these moduli: the top word is
+// below 2^63 - 1, see field.cuh). Row i adds a*b[i] to t with two independent carry
+// chains (adox for the low halves of the products, adcx for the high halves), then adds
+// m*p with m = t0 * (-p^-1) mod 2^64, which zeroes word 0; the words are then renamed
+// (not moved): row i's t0 register becomes row i+1's top word. The result, below 2p, is
+// reduced with a branch-free subtract and cmov.
+#pragma once
+#include <stdint.h>
+#include <x86intrin.h>
+
+namespace zkq {
+namespace x86 {
+namespace {  // internal linkage: the constants are addressed RIP-relative, not through the GOT
+
+template <class P>
+struct Mod {
+    static constexpr int NW = P::NW;
+    alignas(64) static constexpr uint64_t q[6] = {P::p(0), P::p(1), P::p(2), P::p(3),
+                                                  NW > 4 ? P::p(4) : 0, NW > 5 ? P::p(5) : 0};
+    // -p^-1 mod 2^64 (Newton iteration doubles the correct low bits each step).
+    static constexpr uint64_t inv() {
+        uint64_t x = 1;
+        for (int k = 0; k < 7; k++) x = x * (2 - P::p(0) * x);
+        return 0 - x;
+    }
+    static constexpr uint64_t minv = inv();
+};
+
+}  // namespace
+
+// ---- one row of the product: T0..Tn-1 += a * rdx, Tn = the carry word (zero on entry).
+#define ZKQ_X_MA(off, LO_T, HI_T)                       \
+    "mulxq " #off "(%[a]), %[lo], %[hi]\n\t"            \
+    "adoxq %[lo], %[" LO_T "]\n\t"                      \
+    "adcxq %[hi], %[" HI_T "]\n\t"
+
+// ---- one reduction row: T0..Tn += m * q with m = T0 * minv; T0 becomes 0.
+#define ZKQ_X_RD(off, LO_T, HI_T)                       \
+    "mulxq " #off "+%[q], %[lo], %[hi]\n\t"            \
+    "adcxq %[lo], %[" LO_T "]\n\t"                      \
+    "adoxq %[hi], %[" HI_T "]\n\t"
+
+#define ZKQ_X_M_START(boff)                             \
+    "movq " #boff "(%[b]), %%rdx\n\t"                   \
+    "xorl %k[z], %k[z]\n\t"
+#define ZKQ_X_R_START(T0)                               \
+    "movq %[" T0 "], %%rdx\n\t"                         \
+    "imulq %[minv], %%rdx\n\t"                          \
+    "xorl %k[z], %k[z]\n\t"
+
+// 4 words. Registers t0..t4 rotate: row i works on (t_i, ..., t_{i+4}) mod 5.
+#define ZKQ_X4_ROW(boff, T0, T1, T2, T3, T4)            \
+    ZKQ_X_M_START(boff)                                 \
+    ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3)   \
+    "mulxq 24(%[a]), %[lo], %[hi]\n\t"                  \
+    "adoxq %[lo], %[" T3 "]\n\t"                        \
+    "movq %[z], %[" T4 "]\n\t"                          \
+    "adcxq %[hi], %[" T4 "]\n\t"                        \
+    "adoxq %[z], %[" T4 "]\n\t"                         \
+    ZKQ_X_R_START(T0)                                   \
+    ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
+    "adcxq %[z], %[" T4 "]\n\t"
+
+template <class P>
+inline __attribute__((always_inline)) void mont_mul4(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    using M = Mod<P>;
+    uint64_t t0, t1, t2, t3, t4, lo, hi, z;
+    __asm__(
+        // Row 0: t = a * b[0] directly (t starts at zero).
+        "movq 0(%[b]), %%rdx\n\t"
+        "xorl %k[z], %k[z]\n\t"
+        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
+        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
+        "adcxq %[lo], %[t1]\n\t"
+        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
+        "adcxq %[lo], %[t2]\n\t"
+        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
+        "adcxq %[lo], %[t3]\n\t"
+        "adcxq %[z], %[t4]\n\t"
+        ZKQ_X_R_START("t0")
+        ZKQ_X_RD(0, "t0", "t1") ZKQ_X_RD(8, "t1", "t2") ZKQ_X_RD(16, "t2", "t3") ZKQ_X_RD(24, "t3", "t4")
+        "adcxq %[z], %[t4]\n\t"
+        ZKQ_X4_ROW(8, "t1", "t2", "t3", "t4", "t0")
+        ZKQ_X4_ROW(16, "t2", "t3", "t4", "t0", "t1")
+        ZKQ_X4_ROW(24, "t3", "t4", "t0", "t1", "t2")
+        // Result (t4, t0, t1, t2) < 2p; t3 is zero. Subtract p into (lo, hi, rdx, t3), keep
+        // the difference when it did not borrow.
+        "movq %[t4], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
+        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
+        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
+        "movq %[t2], %[t3]\n\t"   "sbbq 24+%[q], %[t3]\n\t"
+        "cmovncq %[lo], %[t4]\n\t"
+        "cmovncq %[hi], %[t0]\n\t"
+        "cmovncq %%rdx, %[t1]\n\t"
+        "cmovncq %[t3], %[t2]\n\t"
+        : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
+          [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z)
+        : [a] "r"(a), [b] "r"(b), [q] "m"(M::q), [minv] "m"(M::minv),
+          "m"(*(const uint64_t(*)[4])a), "m"(*(const uint64_t(*)[4])b)
+        : "rdx", "cc");
+    out[0] = t4;
+    out[1] = t0;
+    out[2] = t1;
+    out[3] = t2;
+}
+
+// 6 words. Registers t0..t6 rotate: row i works on (t_i, ..., t_{i+6}) mod 7.
+#define ZKQ_X6_ROW(boff, T0, T1, T2, T3, T4, T5, T6)    \
+    ZKQ_X_M_START(boff)                                 \
+    ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3) ZKQ_X_MA(24, T3, T4) ZKQ_X_MA(32, T4, T5) \
+    "mulxq 40(%[a]), %[lo], %[hi]\n\t"                  \
+    "adoxq %[lo], %[" T5 "]\n\t"                        \
+    "movq %[z], %[" T6 "]\n\t"                          \
+    "adcxq %[hi], %[" T6 "]\n\t"                        \
+    "adoxq %[z], %[" T6 "]\n\t"                         \
+    ZKQ_X_R_START(T0)                                   \
+    ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
+    ZKQ_X_RD(32, T4, T5) ZKQ_X_RD(40, T5, T6)           \
+    "adcxq %[z], %[" T6 "]\n\t"
+
+template <class P>
+inline __attribute__((always_inline)) void mont_mul6(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    using M = Mod<P>;
+    uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi, z;
+    const uint64_t* bp = b;  // its register is reused as scratch by the final subtraction
+    __asm__(
+        "movq 0(%[b]), %%rdx\n\t"
+        "xorl %k[z], %k[z]\n\t"
+        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
+        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
+        "adcxq %[lo], %[t1]\n\t"
+        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
+        "adcxq %[lo], %[t2]\n\t"
+        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
+        "adcxq %[lo], %[t3]\n\t"
+        "mulxq 32(%[a]), %[lo], %[t5]\n\t"
+        "adcxq %[lo], %[t4]\n\t"
+        "mulxq 40(%[a]), %[lo], %[t6]\n\t"
+        "adcxq %[lo], %[t5]\n\t"
+        "adcxq %[z], %[t6]\n\t"
+        ZKQ_X_R_START("t0")
+        ZKQ_X_RD(0, "t0", "t1") ZKQ_X_RD(8, "t1", "t2") ZKQ_X_RD(16, "t2", "t3") ZKQ_X_RD(24, "t3", "t4")
+        ZKQ_X_RD(32, "t4", "t5") ZKQ_X_RD(40, "t5", "t6")
+        "adcxq %[z], %[t6]\n\t"
+        ZKQ_X6_ROW(8, "t1", "t2", "t3", "t4", "t5", "t6", "t0")
+        ZKQ_X6_ROW(16, "t2", "t3", "t4", "t5", "t6", "t0", "t1")
+        ZKQ_X6_ROW(24, "t3", "t4", "t5", "t6", "t0", "t1", "t2")
+        ZKQ_X6_ROW(32, "t4", "t5", "t6", "t0", "t1", "t2", "t3")
+        ZKQ_X6_ROW(40, "t5", "t6", "t0", "t1", "t2", "t3", "t4")
+        // Result (t6, t0, t1, t2, t3, t4) < 2p; t5 is zero. Difference into
+        // (lo, hi, rdx, z, t5, b), kept when it did not borrow.
+        "movq %[t6], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
+        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
+        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
+        "movq %[t2], %[z]\n\t"    "sbbq 24+%[q], %[z]\n\t"
+        "movq %[t3], %[t5]\n\t"   "sbbq 32+%[q], %[t5]\n\t"
+        "movq %[t4], %[b]\n\t"    "sbbq 40+%[q], %[b]\n\t"
+        "cmovncq %[lo], %[t6]\n\t"
+        "cmovncq %[hi], %[t0]\n\t"
+        "cmovncq %%rdx, %[t1]\n\t"
+        "cmovncq %[z], %[t2]\n\t"
+        "cmovncq %[t5], %[t3]\n\t"
+        "cmovncq %[b], %[t4]\n\t"
+        : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
+          [t5] "=&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z), [b] "+&r"(bp)
+        : [a] "r"(a), [q] "m"(M::q), [minv] "m"(M::minv),
+          "m"(*(const uint64_t(*)[6])a), "m"(*(const uint64_t(*)[6])b)
+        : "rdx", "cc");
+    out[0] = t6;
+    out[1] = t0;
+    out[2] = t1;
+    out[3] = t2;
+    out[4] = t3;
+    out[5] = t4;
+}
+
+#undef ZKQ_X_MA
+#undef ZKQ_X_RD
+#undef ZKQ_X_M_START
+#undef ZKQ_X_R_START
+#undef ZKQ_X4_ROW
+#undef ZKQ_X6_ROW
+
+// out = a + b mod p, and out = a - b mod p, for NW = 4: branch-free (the portable code's
+// data-dependent branches mispredict about half the time on random field elements).
+template <class P>
+inline __attribute__((always_inline)) void mod_add4(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    using M = Mod<P>;
+    uint64_t s0 = a[0], s1 = a[1], s2 = a[2], s3 = a[3], d0, d1, d2, d3;
+    // a + b < 2p < 2^256 (p's top bit is clear): no carry out. Then subtract p and keep
+    // the difference unless it borrowed.
+    __asm__(
+        "addq 0(%[b]), %[s0]\n\t"
+        "adcq 8(%[b]), %[s1]\n\t"
+        "adcq 16(%[b]), %[s2]\n\t"
+        "adcq 24(%[b]), %[s3]\n\t"
+        "movq %[s0], %[d0]\n\t"  "subq 0+%[q], %[d0]\n\t"
+        "movq %[s1], %[d1]\n\t"  "sbbq 8+%[q], %[d1]\n\t"
+        "movq %[s2], %[d2]\n\t"  "sbbq 16+%[q], %[d2]\n\t"
+        "movq %[s3], %[d3]\n\t"  "sbbq 24+%[q], %[d3]\n\t"
+        "cmovncq %[d0], %[s0]\n\t"
+        "cmovncq %[d1], %[s1]\n\t"
+        "cmovncq %[d2], %[s2]\n\t"
+        "cmovncq %[d3], %[s3]\n\t"
+        : [s0] "+&r"(s0), [s1] "+&r"(s1), [s2] "+&r"(s2), [s3] "+&r"(s3),
+          [d0] "=&r"(d0), [d1] "=&r"(d1), [d2] "=&r"(d2), [d3] "=&r"(d3)
+        : [b] "r"(b), [q] "m"(M::q), "m"(*(const uint64_t(*)[4])b)
+        : "cc");
+    out[0] = s0; out[1] = s1; out[2] = s2; out[3] = s3;
+}
+
+template <class P>
+inline __attribute__((always_inline)) void mod_sub4(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    using M = Mod<P>;
+    uint64_t s0 = a[0], s1 = a[1], s2 = a[2], s3 = a[3], m0, m1, m2, m3, z;
+    // a - b; on a borrow add p back: p masked by the borrow (sbb z,z = 0 or all ones).
+    __asm__(
+        "subq 0(%[b]), %[s0]\n\t"
+        "sbbq 8(%[b]), %[s1]\n\t"
+        "sbbq 16(%[b]), %[s2]\n\t"
+        "sbbq 24(%[b]), %[s3]\n\t"
+        "sbbq %[z], %[z]\n\t"
+        "movq 0+%[q], %[m0]\n\t"  "andq %[z], %[m0]\n\t"
+        "movq 8+%[q], %[m1]\n\t"  "andq %[z], %[m1]\n\t"
+        "movq 16+%[q], %[m2]\n\t" "andq %[z], %[m2]\n\t"
+        "movq 24+%[q], %[m3]\n\t" "andq %[z], %[m3]\n\t"
+        "addq %[m0], %[s0]\n\t"
+        "adcq %[m1], %[s1]\n\t"
+        "adcq %[m2], %[s2]\n\t"
+        "adcq %[m3], %[s3]\n\t"
+        : [s0] "+&r"(s0), [s1] "+&r"(s1), [s2] "+&r"(s2), [s3] "+&r"(s3),
+          [m0] "=&r"(m0), [m1] "=&r"(m1), [m2] "=&r"(m2), [m3] "=&r"(m3), [z] "=&r"(z)
+        : [b] "r"(b), [q] "m"(M::q), "m"(*(const uint64_t(*)[4])b)
+        : "cc");
+    out[0] = s0; out[1] = s1; out[2] = s2; out[3] = s3;
+}
+
+// The same for NW = 6, with carry intrinsics (GCC turns them into adc/sbb chains) and a
+// mask select: inline assembly would need more registers than x86-64 has free here.
+template <class P>
+inline __attribute__((always_inline)) void mod_add6(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    using M = Mod<P>;
+    unsigned long long s[6], d[6];
+    unsigned char c = 0;
+    for (int i = 0; i < 6; i++) c = _addcarry_u64(c, a[i], b[i], &s[i]);
+    unsigned char br = 0;
+    for (int i = 0; i < 6; i++) br = _subborrow_u64(br, s[i], M::q[i], &d[i]);
+    const uint64_t keep = 0 - (uint64_t)br;  // all ones: a + b < p, keep the sum
+    for (int i = 0; i < 6; i++) out[i] = (s[i] & keep) | (d[i] & ~keep);
+}
+
+template <class P>
+inline __attribute__((always_inline)) void mod_sub6(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    using M = Mod<P>;
+    unsigned long long d[6];
+    unsigned char br = 0;
+    for (int i = 0; i < 6; i++) br = _subborrow_u64(br, a[i], b[i], &d[i]);
+    const uint64_t mask = 0 - (uint64_t)br;  // all ones: went below zero, add p back
+    unsigned char c = 0;
+    for (int i = 0; i < 6; i++) c = _addcarry_u64(c, d[i], M::q[i] & mask, &d[i]);
+    for (int i = 0; i < 6; i++) out[i] = d[i];
+}
+
+// out = a * b * 2^(-64 NW) mod p for NW = 4 or 6.
+template <class P>
+inline __attribute__((always_inline)) void mont_mul(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    if constexpr (P::NW == 4) mont_mul4<P>(out, a, b);
+    else mont_mul6<P>(out, a, b);
+}
+
+}  // namespace x86
+}  // namespace zkq
