@@ -26,12 +26,9 @@ import wasmtime
 
 log = logging.getLogger(__name__)
 
-ENV = "ZKQUEUE_WASM_CACHE"
-
-
 def default_dir() -> Path | None:
     """The cache directory from the environment, or None when caching is turned off."""
-    value = os.environ.get(ENV)
+    value = os.environ.get("ZKQUEUE_WASM_CACHE")
     if value is not None:
         return None if value.strip().lower() in ("", "0", "off", "no", "none") else Path(value)
     return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue")) / "wasm"
