@@ -192,6 +192,8 @@ sys.exit(0 if ok else 1)
 EOF
 fi
 NPROC=$(nproc 2>/dev/null || echo 2)
+# Every other CPU backend here leaves the CPU reference's 2 cores (and one more) alone.
+export ZKQUEUE_THREADS=$(( NPROC > 6 ? NPROC - 3 : NPROC ))
 CPU_REF_PG=""
 if [ $SETUP_OK = 1 ]; then
     EMU=(); [ $DRY = 1 ] && EMU=(--emulate)
@@ -259,7 +261,7 @@ fi
 step_begin compare 70
 if [ $SETUP_OK = 1 ]; then
     timeout "$LIMIT" "$PY" bench/gpu_kernels.py compare ${EMU[@]+"${EMU[@]}"} --json "$OUTDIR/compare.json" \
-        --budget-s $(( LIMIT > 40 ? LIMIT - 20 : LIMIT / 2 )) --cpu-threads $(( NPROC > 6 ? NPROC - 3 : NPROC ))
+        --budget-s $(( LIMIT > 40 ? LIMIT - 20 : LIMIT / 2 )) --cpu-threads "$ZKQUEUE_THREADS"
     rc=$?
     detail=$("$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['compared']} cases equal to the CPU backend's\" if not d['mismatches'] else f\"{d['mismatches']} MISMATCHES of {d['compared']}\", f\"({d['skipped']} skipped for time)\")" "$OUTDIR/compare.json" 2>/dev/null || echo "no summary (exit $rc)")
     step_end "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$detail"

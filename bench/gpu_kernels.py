@@ -517,7 +517,8 @@ def time_all(args) -> int:
         if row["what"] == "proof" and row["curve"] == "bn128" and row["n"] == 1 << 20:
             met = row["speedup"] >= PROOF_SPEEDUP_TARGET
             row["note"] += f"; target >= {PROOF_SPEEDUP_TARGET:.0f}x the CPU: {'met' if met else 'MISSED'}"
-    cpu_note = (f"CPU backend on {ref['cpu_threads']} threads, one run, timed beside the compile"
+    cpu_note = (f"CPU backend on {ref['cpu_threads']} of {os.cpu_count()} cores, one run, in a second process "
+                f"beside the other steps"
                 + ("" if ref.get("done") else " (cut short)")) if ref["rows"] else "no CPU reference"
     text = table(rows.rows, f"zkqueue CUDA backend on {desc}; kernels {cuda.source_hash()}; GPU median of {reps} "
                             f"after a warm-up; {cpu_note}")
