@@ -117,7 +117,11 @@ step_end() {
 TOTAL_SHARES=470   # setup 110, tests 70, compare 70, prove 30, queue 55, time 135
 
 echo "zkqueue gpu_check $STAMP on $(hostname); $( [ $DRY = 1 ] && echo 'DRY RUN: host emulation, no GPU' || echo GPU)"
-echo "repository $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with local changes)'); log $LOG"
+if git -C "$ROOT" rev-parse --short HEAD >/dev/null 2>&1; then
+    echo "repository $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)'); log $LOG"
+else
+    echo "repository: a copy without git; log $LOG"
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"
 
 # ---- setup --------------------------------------------------------------------------------
