@@ -25,10 +25,10 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
-# g++ compiles the native CPU kernels (below, into the image).
-RUN apt-get update \
+# g++ compiles the native CPU kernels (below, into the image); installed unless the base has it.
+RUN command -v g++ >/dev/null || { apt-get update \
  && apt-get install -y --no-install-recommends g++ \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/*; }
 
 # A venv, so the image works the same on python:*-slim (Python in /usr/local) and on a plain
 # Debian base (/usr/bin/python3, whose site-packages PEP 668 closes to pip).

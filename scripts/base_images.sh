@@ -5,7 +5,7 @@
 #   scripts/base_images.sh        (DOCKER_HOST names the daemon to load it into)
 #
 # Prints one line, the image's tag: zkqueue-ci/bookworm:YYYYMMDD. It holds Debian bookworm
-# (minbase) with python3, python3-venv and redis-server, so it serves both as the Dockerfile's
+# (minbase) with python3, python3-venv, g++ and redis-server, so it serves both as the Dockerfile's
 # BASE_IMAGE (in place of python:3.11-slim-bookworm, same Python 3.11) and as compose.yaml's
 # REDIS_IMAGE (in place of redis:7-bookworm; Debian's Redis 7).
 #
@@ -16,7 +16,9 @@ set -euo pipefail
 
 MIRROR=${ZKQUEUE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
-PACKAGES=python3,python3-venv,redis-server,ca-certificates
+# g++ too: the Dockerfile installs it when the base lacks it (python:*-slim), which would
+# otherwise cost every CI build an apt-get run.
+PACKAGES=python3,python3-venv,redis-server,ca-certificates,g++
 cache=${ZKQUEUE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/zkqueue/docker}
 day=$(date -u +%Y%m%d)
 tag="zkqueue-ci/$SUITE:$day"
@@ -30,11 +32,15 @@ if [ ! -f "$tarball" ]; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } >&2
   fi
   mkdir -p "$cache"
-  root=$(mktemp -d "$cache/rootfs.XXXXXX")
-  trap 'rm -rf "$root" "$tarball.part"' EXIT
+  # Unpacked in memory where there is room (dpkg's fsyncs cost nothing on tmpfs): about a
+  # third faster than on disk here.
+  scratch=$cache
+  if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt 2000000 ]; then scratch=/dev/shm; fi
+  root=$(mktemp -d "$scratch/zkqueue-rootfs.XXXXXX")
+  trap 'rm -rf "$root" "$root.log" "$tarball.part"' EXIT
   echo "base_images.sh: debootstrap $SUITE ($PACKAGES) from $MIRROR" >&2
   debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" >"$root.log" 2>&1 || {
-    echo "base_images.sh: debootstrap failed; last lines of its log:" >&2; tail -20 "$root.log" >&2; exit 1; }
+    echo "base_images.sh: debootstrap failed; last lines of its log:" >&2; tail -40 "$root.log" >&2; exit 1; }
   rm -f "$root.log"
   # What Debian's own container images do: updates and security sources, no service starts
   # from package scripts, no package lists or caches in the image.
