@@ -7,6 +7,7 @@ the input's fault, 2 bad or unreadable input. Errors are one line on stderr, nev
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -28,6 +29,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
     # numpy's OpenBLAS starts a thread per core when it is imported; the prover does no
     # linear algebra, so a one-shot process skips that start-up cost.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # A one-shot process: the cyclic GC would only rescan the objects of the imports below.
+    gc.disable()
     from . import backends, prover
     from .formats import jsonfiles, r1cs, wtns, zkey
 
