@@ -5,6 +5,12 @@ imports `tasks`).
 
 from __future__ import annotations
 
+import base64
+import json
+from typing import Iterator
+
+import msgpack
+import redis
 from celery import Celery
 
 from . import keys
@@ -17,6 +23,10 @@ FINALIZE_PRIORITY = 0              # cheap and gates a result: ahead of any part
 # kombu's default separator between a queue's name and its priority level (and within its
 # binding records); spelled out because queue_lists() rebuilds the names.
 PRIORITY_SEP = "\x06\x16"
+# Where kombu's Redis transport keeps delivered, unacknowledged messages (its defaults):
+# delivery tag -> JSON [message, exchange, routing key], and delivery tag -> delivered at.
+UNACKED_HASH = "unacked"
+UNACKED_INDEX = "unacked_index"
 
 
 def queue_lists(queue: str) -> list[str]:
@@ -75,3 +85,71 @@ class Sender:
 
     def close(self) -> None:
         self.app.close()
+
+
+def task_slot(envelope: dict) -> tuple[str, str, int] | None:
+    """(job, slot, token) of a zkqueue task message (a kombu envelope), None for anything else.
+
+    Only msgpack and JSON bodies are decoded; any other content type is left unread.
+    """
+    headers = envelope.get("headers") or {}
+    task = headers.get("task")
+    if task not in (TASK_PROVE, TASK_FINALIZE):
+        return None
+    try:
+        raw = base64.b64decode(envelope["body"])
+        ctype = envelope.get("content-type")
+        if ctype == "application/x-msgpack":
+            args = msgpack.unpackb(raw, raw=False)[0]
+        elif ctype == "application/json":
+            args = json.loads(raw)[0]
+        else:
+            return None
+        if task == TASK_PROVE:
+            return str(args[0]), str(int(args[1])), int(args[2])
+        return str(args[0]), keys.FINALIZE_SLOT, int(args[1])
+    except (KeyError, IndexError, TypeError, ValueError, msgpack.UnpackException):
+        return None
+
+
+def queue_names(r: redis.Redis) -> list[str]:
+    """The shared queue and every worker's own queue that exists now."""
+    names = {keys.SHARED_QUEUE}
+    for name in r.scan_iter(match=keys.worker_queue("*"), count=500):
+        names.add(name.decode().split(PRIORITY_SEP)[0])
+    return sorted(names)
+
+
+def waiting_slots(r: redis.Redis) -> set[tuple[str, str, int]]:
+    """(job, slot, token) of every zkqueue message waiting on a queue.
+
+    Raises:
+        redis.RedisError: Redis cannot be reached.
+    """
+    found = set()
+    for q in queue_names(r):
+        for lst in queue_lists(q):
+            for raw in r.lrange(lst, 0, -1):
+                try:
+                    slot = task_slot(json.loads(raw))
+                except ValueError:
+                    continue
+                if slot:
+                    found.add(slot)
+    return found
+
+
+def unacked_slots(r: redis.Redis) -> Iterator[tuple[str, tuple[str, str, int]]]:
+    """(delivery tag, (job, slot, token)) of every zkqueue message delivered to a consumer and
+    not yet acknowledged.
+
+    Raises:
+        redis.RedisError: Redis cannot be reached.
+    """
+    for tag, raw in r.hgetall(UNACKED_HASH).items():
+        try:
+            slot = task_slot(json.loads(raw)[0])
+        except (ValueError, IndexError, TypeError):
+            continue
+        if slot:
+            yield tag.decode(), slot

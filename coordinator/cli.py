@@ -109,15 +109,42 @@ def cmd_status(args) -> int:
         jobs = client.recent_jobs(args.limit)
         workers = client.workers()
         if args.json:
-            print(json.dumps({"jobs": [_status_dict(s) for s in jobs], "workers": workers}, indent=1))
+            from .quarantine import quarantined
+            print(json.dumps({"jobs": [_status_dict(s) for s in jobs], "workers": workers,
+                              "quarantined": quarantined(client.r)}, indent=1))
             return EXIT_OK
+        from . import quarantine
+        held = quarantine.quarantined(client.r)
         print(f"{len(workers)} live worker(s)")
         for w in workers:
             fp = w.get("fingerprint", {})
             print(f"  {w['worker']}: {fp.get('backend')} on {fp.get('device_name')} ({fp.get('host')}), "
-                  f"kernels {fp.get('kernel_hash')}")
+                  f"build {fp.get('build')}" + ("  QUARANTINED" if fp.get("id") in held else ""))
+        for fp_id, rec in held.items():
+            print(f"quarantined {quarantine.describe(fp_id, rec)}")
         for st in jobs:
             print(summary(st) + (f" - {st.error}" if st.error else ""))
+        return EXIT_OK
+
+
+def cmd_quarantine(args) -> int:
+    from . import quarantine
+    with _client(args) as client:
+        if args.action == "list":
+            found = quarantine.quarantined(client.r)
+            if args.json:
+                print(json.dumps(found, indent=1))
+            for fp_id, rec in found.items():
+                if not args.json:
+                    print(quarantine.describe(fp_id, rec))
+            if not found and not args.json:
+                print("no quarantined builds")
+            return EXIT_OK
+        if not args.fingerprints and not args.all:
+            raise BadRequest("name the fingerprints to clear, or --all", expected="FINGERPRINT... or --all",
+                             found="nothing")
+        cleared = quarantine.clear(client.r, None if args.all else args.fingerprints)
+        print(f"cleared {len(cleared)}: {' '.join(cleared)}" if cleared else "nothing to clear")
         return EXIT_OK
 
 
@@ -180,7 +207,7 @@ def cmd_flower(args) -> int:
 
 
 def add_queue_commands(sub) -> None:
-    """Registers submit, wait, status, cancel, worker, demo, metrics and flower."""
+    """Registers submit, wait, status, cancel, quarantine, worker, demo, metrics and flower."""
     from .jobs import Priority
 
     common = argparse.ArgumentParser(add_help=False)
@@ -214,6 +241,13 @@ def add_queue_commands(sub) -> None:
     c = sub.add_parser("cancel", parents=[common], help="cancel a job")
     c.add_argument("job")
     c.set_defaults(func=cmd_cancel)
+
+    q = sub.add_parser("quarantine", parents=[common], help="list or clear quarantined builds")
+    q.add_argument("action", choices=("list", "clear"))
+    q.add_argument("fingerprints", nargs="*", help="fingerprint ids to clear")
+    q.add_argument("--all", action="store_true", help="clear every quarantined build")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_quarantine)
 
     wk = sub.add_parser("worker", parents=[common],
                         help="run one worker process per GPU (pynvml), or --cpu N CPU workers")

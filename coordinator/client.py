@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable
 
+import redis
 
 from . import keys
 from .errors import BadRequest, JobCancelled, JobFailed, JobNotFound, WaitTimeout
@@ -186,10 +187,7 @@ class Job:
         """
         if not self.client.r.exists(keys.job(self.id)):
             raise JobNotFound(f"no job {self.id}", job_id=self.id)
-        done = self.client.scheduler.barrier.cancel(self.id)
-        if done:
-            self.client.scheduler.expire_job(self.id)
-        return done
+        return self.client.scheduler.barrier.cancel(self.id)
 
     def wait(self, timeout_s: float | None = None, *,
              progress: Callable[[JobStatus], None] | None = None) -> JobResult:
@@ -206,26 +204,39 @@ class Job:
         """
         r = self.client.r
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        pubsub = r.pubsub(ignore_subscribe_messages=True)
-        # Subscribe before reading the state, so a change in between is not missed.
-        pubsub.subscribe(keys.notify(self.id))
+        pubsub = None
         try:
             while True:
-                raw = r.hget(keys.job(self.id), "state")
-                if raw is None:
-                    raise JobNotFound(f"no job {self.id}", job_id=self.id)
-                state = JobState(_s(raw))
-                if progress is not None:
-                    progress(self.status())
-                if state.over:
-                    break
                 left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise WaitTimeout(f"job {self.id} is still {state.value} after {timeout_s:g} s",
-                                      job_id=self.id)
-                pubsub.get_message(timeout=min(1.0, left) if left is not None else 1.0)
+                try:
+                    if pubsub is None:
+                        pubsub = r.pubsub(ignore_subscribe_messages=True)
+                        # Subscribe before reading the state, so a change in between is not missed.
+                        pubsub.subscribe(keys.notify(self.id))
+                    raw = r.hget(keys.job(self.id), "state")
+                    if raw is None:
+                        raise JobNotFound(f"no job {self.id}", job_id=self.id)
+                    state = JobState(_s(raw))
+                    if progress is not None:
+                        progress(self.status())
+                    if state.over:
+                        break
+                    if left is not None and left <= 0:
+                        raise WaitTimeout(f"job {self.id} is still {state.value} after {timeout_s:g} s",
+                                          job_id=self.id)
+                    pubsub.get_message(timeout=min(1.0, left) if left is not None else 1.0)
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    # Redis restarting or briefly unreachable: the job goes on; keep waiting.
+                    if left is not None and left <= 0:
+                        raise
+                    log.warning("waiting for job %s: redis unreachable (%s); retrying", self.id, exc)
+                    if pubsub is not None:
+                        pubsub.close()
+                        pubsub = None
+                    time.sleep(1.0)
         finally:
-            pubsub.close()
+            if pubsub is not None:
+                pubsub.close()
         return self.result()
 
     def result(self) -> JobResult:

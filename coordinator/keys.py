@@ -7,29 +7,43 @@ Key schema (prefix ``zkq:``; ``{job}`` is a 32-hex job id, ``{slot}`` a partitio
                                            created_at, started_at, finished_at, error,
                                            error_slot, request_id, finalize_sent, verify_s
     zkq:job:{job}:slot:{slot}      hash    one partition (or the finalize step): state, token,
-                                           attempts, witness (sha256), worker, pid,
-                                           enqueued_at, started_at, finished_at, routed_to,
-                                           excluded (space-separated worker ids), bounces
+                                           attempts, witness (sha256), worker, pid, fingerprint,
+                                           enqueued_at, started_at, run_deadline, finished_at,
+                                           routed_to, excluded (space-separated worker ids),
+                                           bounces, orphaned_since, invalid_fps and
+                                           invalid_builds (fingerprints / builds whose proofs
+                                           of this slot failed verification)
     zkq:job:{job}:results          hash    index -> JSON result (proof, public, fingerprint,
                                            timings_s, worker, attempt); written with HSETNX
-    zkq:job:{job}:events           list    JSON attempt events (started, proved, lost,
-                                           retry, invalid, bounced, input_error), in order
+    zkq:job:{job}:events           list    JSON attempt events (started, proved, lost, overdue,
+                                           retry, invalid, bounced, resent, rerouted,
+                                           quarantined, input_error, done), in order
     zkq:job:{job}:bad              list    JSON records of invalid proofs: index, worker,
                                            fingerprint, reason, at
     zkq:job:{job}:notify           channel PUBLISHed on every state change of the job
     zkq:jobs                       zset    job -> created_at (for `zkqueue status`)
     zkq:request:{request_id}       string  -> job (idempotent submit)
-    zkq:deadlines                  zset    "{job}|{slot}" -> unix time at which the reaper acts:
-                                           the lease expiry of a running slot, or the send
-                                           grace of a slot whose message is being sent
+    zkq:deadlines                  zset    "{job}|{slot}" -> Redis time at which the reaper acts:
+                                           the lease expiry (never past the run deadline) of a
+                                           running slot, the send grace of a slot whose message
+                                           is being sent, the next message check of a queued one
     zkq:routed                     zset    "{job}|{slot}" -> routed at: slots queued on one
                                            worker's own queue (re-routed if that worker dies)
     zkq:worker:{worker}            string  JSON heartbeat of a live worker, with a TTL
     zkq:workers                    zset    worker -> last heartbeat (listing, cleanup)
     zkq:reaper                     string  the reaper lock: owner token, with a TTL
+    zkq:fingerprints               hash    fingerprint id -> JSON fingerprint (of workers whose
+                                           proofs failed verification)
+    zkq:strikes                    hash    fingerprint id -> invalid proofs it made of witnesses
+                                           another fingerprint then proved valid
+    zkq:quarantine                 hash    fingerprint id -> JSON {fingerprint, strikes, at, reason}:
+                                           workers with it take no work until an operator clears it
+    zkq:runtime                    hash    "{zkey}|{device class}" -> moving average of proving
+                                           seconds (sets how long an attempt may run)
 
-The Lua scripts in barrier.py receive these names as KEYS/ARGV; where a script has to
-rebuild a deadline member for every slot of a job it uses the same "{job}|{slot}" format.
+The Lua scripts (coordinator/lua/) receive these names as KEYS/ARGV. Two rebuild names
+themselves, in the same formats: deadline members "{job}|{slot}" for every slot of a job,
+and, to expire an ended job, its keys from the prefix zkq:job:{job} and zkq:request:.
 
 Celery queues (lists in the same Redis, named by kombu): ``zkq.prove`` shared by all
 workers, and ``zkq.w.{worker}``, one per worker, for retries routed away from a bad worker.
@@ -93,6 +107,22 @@ def workers() -> str:
 
 def reaper_lock() -> str:
     return f"{PREFIX}:reaper"
+
+
+def fingerprints() -> str:
+    return f"{PREFIX}:fingerprints"
+
+
+def strikes() -> str:
+    return f"{PREFIX}:strikes"
+
+
+def quarantine() -> str:
+    return f"{PREFIX}:quarantine"
+
+
+def runtime() -> str:
+    return f"{PREFIX}:runtime"
 
 
 def member(job_id: str, slot_name: str | int) -> str:

@@ -8,6 +8,7 @@
     zkqueue_inflight_partitions            partitions queued, being sent or running
     zkqueue_oldest_inflight_partition_age_seconds   now - enqueued_at of the oldest of them
     zkqueue_live_workers                   workers with a live heartbeat
+    zkqueue_quarantined_builds{fingerprint,build,host}  1 per quarantined fingerprint
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import time
 import redis
 
 from . import keys
-from .broker import queue_lists
+from .broker import UNACKED_HASH, queue_lists, queue_names
+from .quarantine import quarantined
+from .registry import Registry, redis_time
 from .settings import Settings
 
-# kombu's Redis transport keeps delivered, unacknowledged messages here (its defaults).
-UNACKED_HASH = "unacked"
 INFLIGHT_STATES = {b"queued", b"sending", b"running"}
 LIVE_JOB_STATES = {b"queued", b"running"}
 RECENT_JOBS = 1000
@@ -33,14 +34,8 @@ def snapshot(r: redis.Redis, now: float | None = None) -> dict:
     Raises:
         redis.RedisError: Redis cannot be reached.
     """
-    now = time.time() if now is None else now
-    queues = {keys.SHARED_QUEUE: 0}
-    for name in r.scan_iter(match=keys.worker_queue("*"), count=500):
-        name = name.decode()
-        base = name.split("\x06")[0]
-        queues.setdefault(base, 0)
-    for q in queues:
-        queues[q] = sum(r.llen(lst) for lst in queue_lists(q))
+    now = redis_time(r) if now is None else now     # enqueued_at is Redis's time too
+    queues = {q: sum(r.llen(lst) for lst in queue_lists(q)) for q in queue_names(r)}
     unacked = r.hlen(UNACKED_HASH)
     inflight, oldest = 0, 0.0
     for job_id in r.zrevrange(keys.jobs(), 0, RECENT_JOBS - 1):
@@ -57,9 +52,9 @@ def snapshot(r: redis.Redis, now: float | None = None) -> dict:
                 inflight += 1
                 if enq:
                     oldest = max(oldest, now - float(enq))
-    from .registry import Registry
     return {"queues": queues, "unacked": unacked, "depth": sum(queues.values()) + unacked,
-            "inflight": inflight, "oldest_age_s": oldest, "live_workers": len(Registry(r, ttl_s=5).live())}
+            "inflight": inflight, "oldest_age_s": oldest, "live_workers": len(Registry(r, ttl_s=5).live()),
+            "quarantined": quarantined(r)}
 
 
 class QueueCollector:
@@ -83,6 +78,12 @@ class QueueCollector:
         yield GaugeMetricFamily("zkqueue_oldest_inflight_partition_age_seconds",
                                 "Seconds since the oldest in-flight partition was enqueued", value=s["oldest_age_s"])
         yield GaugeMetricFamily("zkqueue_live_workers", "Workers with a live heartbeat", value=s["live_workers"])
+        qb = GaugeMetricFamily("zkqueue_quarantined_builds", "Fingerprints quarantined for invalid proofs",
+                               labels=["fingerprint", "build", "host"])
+        for fp_id, rec in sorted(s["quarantined"].items()):
+            fp = rec.get("fingerprint") or {}
+            qb.add_metric([fp_id, str(fp.get("build")), str(fp.get("host"))], 1)
+        yield qb
 
 
 def serve(settings: Settings, port: int, addr: str = "0.0.0.0") -> None:

@@ -2,10 +2,12 @@
 
 Celery redelivers the message of a SIGKILLed worker only after the Redis visibility
 timeout (an hour by default). The reaper does not wait for that: a running slot whose
-lease deadline passed is re-enqueued with a new token (the late redelivery then finds a
-stale token and does nothing); a slot stuck in `sending` is sent again; a slot routed to
-a worker that stopped beating is routed again. Attempts are capped by the barrier, which
-fails the job with the reason when they run out.
+lease deadline (or run deadline: alive but hung) passed is re-enqueued with a new token
+(the late redelivery then finds a stale token and does nothing); a slot stuck in
+`sending` is sent again; a queued slot whose message is gone from the broker, or was taken
+by a consumer that died before claiming it, is sent again with the same token; a slot
+routed to a worker that stopped beating is routed again. Attempts are capped by the
+barrier, which fails the job with the reason when they run out.
 
 Any process may run a Reaper; a Redis lock (SET NX PX, renewed by its owner) keeps one
 active at a time, and another takes over within the lock TTL if the owner dies.
@@ -22,8 +24,9 @@ import time
 import redis
 
 from . import keys
-from .broker import queue_lists
+from .broker import queue_lists, unacked_slots, waiting_slots
 from .keys import FINALIZE_SLOT
+from .registry import redis_time
 from .scheduler import Scheduler
 
 log = logging.getLogger("zkqueue.reaper")
@@ -44,6 +47,7 @@ class Reaper:
         self.lock_ttl_ms = int(max(3 * self.interval_s, 2.0) * 1000)
         self._renew = scheduler.r.register_script(_RENEW)
         self._release = scheduler.r.register_script(_RELEASE)
+        self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
 
     def acquire(self) -> bool:
         """Takes or renews the reaper lock; True when this process is the reaper now."""
@@ -64,38 +68,88 @@ class Reaper:
         if not self.acquire():
             return 0
         acted = 0
-        now = time.time()
-        for raw in self.s.r.zrangebyscore(keys.deadlines(), "-inf", now, start=0, num=200):
+        checks = []
+        for raw in self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=500):
             job_id, slot = keys.parse_member(raw.decode())
-            acted += self._expired(job_id, slot)
+            out = self.s.barrier.reap(job_id, slot)
+            if out.kind == "resend":
+                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, slot)
+                self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
+                acted += 1
+            elif out.kind == "lost":
+                acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
+            elif out.kind == "check":
+                checks.append((job_id, slot, int(out.detail[0])))
+        if checks:
+            acted += self._resend_missing(checks)
+        acted += self._adopt_orphans()
         for raw in self.s.r.zrange(keys.routed(), 0, -1):
             job_id, slot = keys.parse_member(raw.decode())
             acted += self._routed(job_id, slot)
         self._forget_dead_workers()
         return acted
 
-    def _expired(self, job_id: str, slot: str) -> int:
-        state, token, worker, route = (v.decode() if v else "" for v in self.s.r.hmget(
-            keys.slot(job_id, slot), "state", "token", "worker", "routed_to"))
-        member = keys.member(job_id, slot)
-        if state == "sending":
-            out = self.s.barrier.resend(job_id, slot, int(token))
-            if out.kind == "resend":
-                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, slot)
-                self.s.send(job_id, slot, int(token), route_to=out.detail[0] if out.detail else "")
-                return 1
-            return 0
-        if state == "running":
-            reason = (f"worker {worker} stopped renewing its lease on "
-                      f"{'finalize' if slot == FINALIZE_SLOT else 'partition ' + slot} (killed or hung)")
-            out = self.s.requeue(job_id, slot, token=int(token), states="running", require_expired=True,
+    def _lost(self, job_id: str, slot: str, token: int, worker: str, overdue: bool) -> int:
+        what = "finalize" if slot == FINALIZE_SLOT else f"partition {slot}"
+        if overdue:
+            # Alive but not progressing (a hung kernel): that worker is restarted by its own
+            # lease thread; the slot goes to another one.
+            reason = f"worker {worker} ran past the deadline of {what} (hung?)"
+            route = self.s.pick_route(self._excluded(job_id, slot) | {worker})
+            out = self.s.requeue(job_id, slot, token=token, states="running", require_expired=True,
+                                 event="overdue", reason=reason, exclude=worker, route_to=route)
+        else:
+            reason = f"worker {worker} stopped renewing its lease on {what} (killed or hung)"
+            out = self.s.requeue(job_id, slot, token=token, states="running", require_expired=True,
                                  event="lost", reason=reason)
-            if out.kind in ("send", "failed"):
-                log.warning("job %s: %s -> %s", job_id, reason, out.kind)
-                return 1
-            return 0
-        self.s.r.zrem(keys.deadlines(), member)   # the slot moved on; its deadline is stale
+        if out.kind in ("send", "failed"):
+            log.warning("job %s: %s -> %s", job_id, reason, out.kind)
+            return 1
         return 0
+
+    def _excluded(self, job_id: str, slot: str) -> set[str]:
+        return set((self.s.r.hget(keys.slot(job_id, slot), "excluded") or b"").decode().split())
+
+    def _resend_missing(self, checks: list[tuple[str, str, int]]) -> int:
+        """Queued slots due for a check: re-sends those whose message is on no queue and
+        delivered to no consumer (lost from the broker: an append-only-file gap, a deleted queue)."""
+        present = waiting_slots(self.s.r) | {slot for _, slot in unacked_slots(self.s.r)}
+        acted = 0
+        for job_id, slot, token in checks:
+            if (job_id, slot, token) in present:
+                continue
+            out = self.s.barrier.resend(job_id, slot, token, states="queued")
+            if out.kind == "resend":
+                log.warning("job %s %s: its message is gone from the broker; sending it again", job_id, slot)
+                self.s.send(job_id, slot, token, route_to=out.detail[0])
+                acted += 1
+        return acted
+
+    def _adopt_orphans(self) -> int:
+        """Re-sends messages whose consumer died after taking them and before claiming them.
+
+        A live worker claims a message it took within milliseconds, so a message unacknowledged
+        for orphan_grace_s whose slot is still queued under its token lost its consumer; kombu
+        would restore it only after the visibility timeout (an hour by default).
+        """
+        now = time.monotonic()
+        seen, acted = {}, 0
+        for tag, (job_id, slot, token) in unacked_slots(self.s.r):
+            first = seen[tag] = self._unacked_seen.get(tag, now)
+            if now - first < self.s.settings.orphan_grace_s:
+                continue
+            state, current = self.s.r.hmget(keys.slot(job_id, slot), "state", "token")
+            if state != b"queued" or current is None or int(current) != token:
+                continue      # claimed (the slot's own deadlines cover it now), or a stale copy
+            out = self.s.barrier.resend(job_id, slot, token, states="queued", orphan_tag=tag)
+            if out.kind == "resend":
+                log.warning("job %s %s: its message was taken by a worker that died before starting it; "
+                            "sending it again", job_id, slot)
+                self.s.send(job_id, slot, token, route_to=out.detail[0])
+                seen.pop(tag)
+                acted += 1
+        self._unacked_seen = seen
+        return acted
 
     def _routed(self, job_id: str, slot: str) -> int:
         state, token, route, excluded = (v.decode() if v else "" for v in self.s.r.hmget(

@@ -1,13 +1,22 @@
-"""Live workers: heartbeats with a TTL, and the fingerprint each one published."""
+"""Live workers: heartbeats with a TTL, and the fingerprint each one published.
+
+Times are Redis's (TIME), so a worker whose clock is off neither looks dead nor keeps a
+dead one alive.
+"""
 
 from __future__ import annotations
 
 import json
-import time
 
 import redis
 
 from . import keys
+
+
+def redis_time(r: redis.Redis) -> float:
+    """The Redis server's clock, in seconds since the epoch."""
+    seconds, micros = r.time()
+    return seconds + micros / 1e6
 
 
 class Registry:
@@ -23,7 +32,7 @@ class Registry:
         Raises:
             redis.RedisError: Redis cannot be reached.
         """
-        now = time.time()
+        now = redis_time(self.r)
         with self.r.pipeline() as p:
             p.set(keys.worker(worker_id), json.dumps({**info, "beat_at": now}), px=int(self.ttl_s * 1000))
             p.zadd(keys.workers(), {worker_id: now})
@@ -49,7 +58,7 @@ class Registry:
 
     def dead(self, older_than_s: float) -> list[str]:
         """Workers whose last heartbeat is older than `older_than_s` and whose key expired."""
-        cutoff = time.time() - older_than_s
+        cutoff = redis_time(self.r) - older_than_s
         ids = [w.decode() if isinstance(w, bytes) else w
                for w in self.r.zrangebyscore(keys.workers(), "-inf", cutoff)]
         return [w for w in ids if not self.alive(w)]

@@ -36,8 +36,7 @@ class Scheduler:
     def __init__(self, settings: Settings, client: redis.Redis | None = None):
         self.settings = settings
         self.r = client or connect(settings)
-        self.barrier = Barrier(self.r, lease_ttl_s=settings.lease_ttl_s, max_attempts=settings.max_attempts,
-                               send_grace_s=settings.send_grace_s, max_bounces=settings.max_bounces)
+        self.barrier = Barrier(self.r, settings)
         self.registry = Registry(self.r, ttl_s=settings.heartbeat_ttl_s)
         self._sender: Sender | None = None
 
@@ -76,29 +75,18 @@ class Scheduler:
         out = self.barrier.requeue(job_id, slot, **kw)
         if out.kind == "send":
             self.send(job_id, slot, int(out.detail[0]), route_to=kw.get("route_to", ""))
-        elif out.kind == "failed":
-            self.expire_job(job_id)
         return out
 
+    def eligible_workers(self, excluded: set[str]) -> list[str]:
+        """Live workers outside `excluded` whose fingerprint is not quarantined."""
+        quarantined = {q.decode() for q in self.r.hkeys(keys.quarantine())}
+        return [b["worker"] for b in self.registry.live()
+                if b.get("worker") not in excluded and (b.get("fingerprint") or {}).get("id") not in quarantined]
+
     def pick_route(self, excluded: set[str]) -> str:
-        """A live worker outside `excluded` to route a re-proof to ("" = the shared queue,
-        when no worker is excluded or none other is alive)."""
+        """A live, healthy worker outside `excluded` to route a re-proof to ("" = the shared
+        queue, when no worker is excluded or none other is eligible)."""
         if not excluded:
             return ""
-        others = [b["worker"] for b in self.registry.live() if b.get("worker") not in excluded]
+        others = self.eligible_workers(excluded)
         return random.choice(others) if others else ""
-
-    def expire_job(self, job_id: str) -> None:
-        """Lets an ended job's keys expire after result_ttl_s (best effort)."""
-        try:
-            n = int(self.r.hget(keys.job(job_id), "n") or 0)
-            ttl = int(self.settings.result_ttl_s)
-            with self.r.pipeline(transaction=False) as p:
-                for k in keys.all_job_keys(job_id, n):
-                    p.expire(k, ttl)
-                req = self.r.hget(keys.job(job_id), "request_id")
-                if req:
-                    p.expire(keys.request(req.decode()), ttl)
-                p.execute()
-        except redis.RedisError as exc:
-            log.warning("could not set the expiry of job %s: %s", job_id, exc)

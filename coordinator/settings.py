@@ -3,7 +3,7 @@
 Environment: ZKQUEUE_REDIS_URL, ZKQUEUE_STORE_URL, ZKQUEUE_LEASE_TTL_S,
 ZKQUEUE_REAPER_INTERVAL_S, ZKQUEUE_MAX_ATTEMPTS, ZKQUEUE_TASK_TIME_LIMIT_S,
 ZKQUEUE_VISIBILITY_TIMEOUT_S, ZKQUEUE_KEY_CACHE_BYTES, ZKQUEUE_RESULT_TTL_S,
-ZKQUEUE_METRICS_PORT, ZKQUEUE_TASK_EVENTS (every field below, upper-cased).
+ZKQUEUE_METRICS_PORT, ZKQUEUE_TASK_EVENTS, ... (every field below, upper-cased).
 """
 
 from __future__ import annotations
@@ -42,6 +42,14 @@ class Settings:
     max_bounces: int = 60               # re-routes of a partition only its bad worker could take
     metrics_port: int = 0               # Prometheus /metrics of worker i on metrics_port + i; 0: off
     task_events: int = 1                # 1: workers send Celery task events (Flower lists tasks)
+    queued_check_s: float = 30.0        # a queued slot's message is checked for (and re-sent) this often
+    orphan_grace_s: float = 3.0         # a message taken but not started this long lost its consumer
+    orphan_timeout_s: float = 30.0      # a slot no eligible worker can take fails the job after this
+    quarantine_after: int = 2           # invalid proofs (confirmed by another build) that quarantine a build
+    partition_timeout_s: float = 1500.0  # longest attempt when no proving time was measured yet
+    overdue_factor: float = 4.0         # an attempt may run this many times the measured proving time,
+    overdue_min_s: float = 10.0         # but at least this long
+    stop_grace_s: float = 5.0           # a stopped attempt that does not return this fast is killed
 
     @property
     def lease_refresh_s(self) -> float:
@@ -87,6 +95,13 @@ class Settings:
         if self.lease_ttl_s <= 0 or self.reaper_interval_s <= 0 or self.max_attempts < 1:
             raise ConfigError("lease_ttl_s and reaper_interval_s must be > 0 and max_attempts >= 1",
                               found=(self.lease_ttl_s, self.reaper_interval_s, self.max_attempts))
+        if self.partition_timeout_s >= self.task_time_limit_s:
+            raise ConfigError(
+                f"partition_timeout_s ({self.partition_timeout_s:g}) must be below task_time_limit_s "
+                f"({self.task_time_limit_s:g}): the queue, not Celery's hard limit, decides when an attempt "
+                "is overdue", expected=f"< {self.task_time_limit_s:g}", found=self.partition_timeout_s)
+        if self.quarantine_after < 1:
+            raise ConfigError("quarantine_after must be >= 1", expected=">= 1", found=self.quarantine_after)
         if self.heartbeat_interval_s >= self.heartbeat_ttl_s:
             raise ConfigError("heartbeat_interval_s must be below heartbeat_ttl_s",
                               expected=f"< {self.heartbeat_ttl_s:g}", found=self.heartbeat_interval_s)

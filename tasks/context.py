@@ -6,6 +6,8 @@ and reaps), and rebuilt after a fork, so no Redis socket is ever shared by two p
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -54,7 +56,41 @@ class Context:
 
     @cached_property
     def fingerprint(self) -> dict:
-        return fingerprint(self.worker_id, self.identity.device, self.identity.backend)
+        """This worker's fingerprint, with `id`: the hash of what decides whether its proofs
+        are right (backend, kernel build, device, driver, host), shared by every worker
+        process on the same device and build, and so what quarantine acts on."""
+        fp = fingerprint(self.worker_id, self.identity.device, self.identity.backend)
+        spec = os.environ.get("ZKQUEUE_FAULT", "").strip()
+        if spec:
+            # A worker with an injected fault plays a different (faulty) build, as the real one is.
+            fp["build"] = f"{fp.get('build')}+fault({spec})"
+        identity = {k: fp.get(k) for k in ("backend", "build", "kernel_hash", "device_name", "driver", "host")}
+        # Each GPU is a device of its own; CPU workers on one host share the same processor.
+        identity["device"] = fp.get("device") if self.identity.device.kind == "cuda" else "cpu"
+        fp["id"] = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+        return fp
+
+    @property
+    def device_class(self) -> str:
+        """What proving times are measured per: the backend and the device model."""
+        return f"{self.identity.backend}:{self.fingerprint.get('device_name')}"
+
+    def run_s(self, zkey_sha: str) -> float:
+        """How long an attempt on this key may run here before it counts as hung: a multiple
+        of the measured proving time (plus loading, when the key is not in this process's
+        cache), or the configured cap when nothing was measured yet."""
+        from coordinator import keys
+        field = f"{zkey_sha}|{self.device_class}"
+        prove_s, load_s = self.scheduler.r.hmget(keys.runtime(), field, f"{field}|load")
+        if prove_s is None:
+            return self.settings.partition_timeout_s
+        expected = float(prove_s)
+        if not self.prover.has_key(zkey_sha):
+            if load_s is None:
+                return self.settings.partition_timeout_s
+            expected += float(load_s)
+        return min(self.settings.partition_timeout_s,
+                   max(self.settings.overdue_min_s, self.settings.overdue_factor * expected))
 
     @cached_property
     def prover(self) -> PartitionProver:

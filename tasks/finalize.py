@@ -15,11 +15,12 @@ from coordinator import keys
 from coordinator.broker import TASK_FINALIZE
 from coordinator.keys import FINALIZE_SLOT
 from coordinator.proofs import proof_from_json
-from groth16.errors import InputError
+from groth16.errors import Groth16Error, InputError
 from workers.lease import LeaseKeeper
 
 from . import context
 from .app import app
+from .handoff import pass_on, wait_while_quarantined
 
 log = logging.getLogger("zkqueue.finalize")
 
@@ -44,9 +45,12 @@ def _check_all(ctx: context.Context, job_id: str, n: int, zkey_sha: str) -> tupl
         expected = [str(s) for s in read_wtns(ctx.store.local_path(witness_shas[i])).public_signals(key.n_public)]
         try:
             proof = proof_from_json(res["proof"])
+            if proof.curve is not key.curve:
+                raise ValueError(f"a proof on {proof.curve.name}, the key is on {key.curve.name}")
             if res["public"] != expected:
                 raise ValueError("public signals differ from the witness's")
-        except ValueError as exc:
+        except (ValueError, KeyError, TypeError, Groth16Error) as exc:
+            # One worker's bad result is that worker's fault: re-prove it, never fail the job.
             bad.append({"index": i, "worker": res["worker"], "fingerprint": res["fingerprint"],
                         "reason": f"malformed result: {exc}"})
             continue
@@ -65,7 +69,13 @@ def run_finalize(job_id: str, token: int) -> str:
     """The body of finalize; returns what happened."""
     ctx = context.get()
     s, b = ctx.scheduler, ctx.scheduler.barrier
-    claim = b.claim(job_id, FINALIZE_SLOT, token, ctx.worker_id, os.getpid())
+    claim = b.claim(job_id, FINALIZE_SLOT, token, ctx.worker_id, os.getpid(), fingerprint_id=ctx.fingerprint["id"])
+    if claim.kind in ("excluded", "quarantined"):
+        out = pass_on(ctx, job_id, FINALIZE_SLOT, token, states="queued sending running", event="bounced",
+                      why=f"worker {ctx.worker_id} is {claim.kind}")
+        if claim.kind == "quarantined":
+            wait_while_quarantined(ctx)
+        return out
     if claim.kind != "ok":
         log.info("job %s finalize token %d: skipped (%s)", job_id, token, claim.kind)
         return claim.kind
@@ -73,11 +83,10 @@ def run_finalize(job_id: str, token: int) -> str:
     zkey_sha = s.r.hget(keys.job(job_id), "zkey").decode()
     try:
         with LeaseKeeper(lambda: b.refresh(job_id, FINALIZE_SLOT, token, ctx.worker_id),
-                         ctx.settings.lease_refresh_s):
+                         ctx.settings.lease_refresh_s, stop_grace_s=ctx.settings.stop_grace_s):
             bad, verify_s = _check_all(ctx, job_id, n, zkey_sha)
     except InputError as exc:
-        if b.fail_input(job_id, FINALIZE_SLOT, f"finalize: {exc}"):
-            s.expire_job(job_id)
+        b.fail_input(job_id, FINALIZE_SLOT, token, ctx.worker_id, f"finalize: {exc}")
         return "input_error"
     except Exception as exc:
         log.exception("job %s: finalize failed", job_id)
@@ -85,10 +94,7 @@ def run_finalize(job_id: str, token: int) -> str:
                   reason=f"{type(exc).__name__}: {exc} (worker {ctx.worker_id})")
         return "retry"
     if not bad:
-        if b.finish(job_id, token, n, verify_s):
-            s.expire_job(job_id)
-            return "done"
-        return "stale"
+        return "done" if b.finish(job_id, token, n, verify_s) else "stale"
     for item in bad:
         excluded = (s.r.hget(keys.slot(job_id, item["index"]), "excluded") or b"").decode().split()
         item["route_to"] = s.pick_route(set(excluded) | {item["worker"]})
@@ -100,8 +106,6 @@ def run_finalize(job_id: str, token: int) -> str:
         routes = {str(item["index"]): item["route_to"] for item in bad}
         for idx, tok in pairs:
             s.send(job_id, int(idx), int(tok), route_to=routes[idx])
-    elif out.kind == "failed":
-        s.expire_job(job_id)
     return f"reprove {out.kind}"
 
 

@@ -38,11 +38,55 @@ def _check_backend(kind: str) -> None:
         from groth16 import native
         native.library_path()          # compiles now (cached), not in the middle of a partition
     else:
-        from groth16.backends import cuda_status
+        # NVML and package metadata only: this parent forks the pool child that proves, and
+        # CUDA initialised here would be unusable there. The child runs cuda_status().
+        from groth16.backends import cuda_preflight
         from groth16.errors import BackendUnavailable
-        usable, why = cuda_status()
+        from workers.devices import cuda_driver_version
+        usable, why = cuda_preflight(cuda_driver_version())
         if not usable:
             raise BackendUnavailable(f"backend 'cuda' cannot run: {why}", expected="a usable GPU", found=why)
+
+
+def _touch(path: str | None) -> None:
+    """Shows the supervisor this process is alive (independently of Redis being reachable):
+    writes the system-wide monotonic clock, which no wall-clock error can move."""
+    if path:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            f.write(repr(time.monotonic()))
+        os.replace(tmp, path)
+
+
+def fit_key_cache(budget_bytes: int, device: str) -> int:
+    """The key-cache budget this worker can actually hold: at most half the memory available
+    now on the host (and on its GPU, for cuda:N), logged when it has to shrink.
+
+    Raises:
+        ConfigError: less than 64 MiB would be left for keys.
+    """
+    import psutil
+
+    from coordinator.errors import ConfigError
+    limits = {"host memory available": psutil.virtual_memory().available}
+    if device.startswith("cuda:"):
+        try:   # NVML only: CUDA must not be initialised in this (parent) process
+            import pynvml
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(device.partition(":")[2]))
+            limits["GPU memory free"] = pynvml.nvmlDeviceGetMemoryInfo(handle).free
+        except Exception as exc:  # noqa: BLE001 - no NVML: the host limit still applies
+            log.warning("cannot read GPU memory through NVML: %s", exc)
+    what, available = min(limits.items(), key=lambda kv: kv[1])
+    fit = available // 2
+    if fit < 64 << 20:
+        raise ConfigError(f"only {available >> 20} MiB of {what}: not enough to hold proving keys",
+                          expected=">= 128 MiB", found=f"{available >> 20} MiB")
+    if budget_bytes > fit:
+        log.warning("key cache budget %d MiB does not fit: %s is %d MiB; using %d MiB (half of it)",
+                    budget_bytes >> 20, what, available >> 20, fit >> 20)
+        return fit
+    return budget_bytes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         os.environ["ZKQUEUE_THREADS"] = str(args.threads)
     try:
+        settings = Settings.from_env()
+        os.environ["ZKQUEUE_KEY_CACHE_BYTES"] = str(fit_key_cache(settings.key_cache_bytes, args.device))
         settings = Settings.from_env()
         from .app import configure
         app = configure(settings)
@@ -124,6 +170,9 @@ def _install_signals(app, settings, worker_id: str) -> None:
         state["heartbeat"] = hb = Heartbeat(lambda i: sched.registry.beat(worker_id, i), info,
                                             settings.heartbeat_interval_s)
         hb.start()
+        state["alive"] = Heartbeat(lambda _: _touch(os.environ.get("ZKQUEUE_ALIVE_FILE")), dict,
+                                   settings.heartbeat_interval_s)
+        state["alive"].start()
         state["reaper"] = Reaper(sched, owner=worker_id).start_thread()
         log.info("worker %s ready", worker_id)
 
@@ -131,6 +180,7 @@ def _install_signals(app, settings, worker_id: str) -> None:
     def _shutdown(**_):
         if "heartbeat" in state:
             state["heartbeat"].stop()
+            state["alive"].stop()
             _, stop = state["reaper"]
             stop.set()
             state["sched"].registry.remove(worker_id)

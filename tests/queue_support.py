@@ -105,15 +105,17 @@ class QueueEnv:
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
-    def start_workers(self, n: int = 1, *, fault: str | None = None, threads: int = 1) -> WorkerGroup:
-        """Starts `zkqueue worker --cpu n` in a new process group (not waiting for it)."""
+    def start_workers(self, n: int = 1, *, fault: str | None = None, threads: int = 1,
+                      prefix: list[str] | None = None, env: dict | None = None) -> WorkerGroup:
+        """Starts `zkqueue worker --cpu n` in a new process group (not waiting for it).
+        `prefix` runs it under another command (e.g. faketime); `env` adds variables."""
         _build_native()
         extra = {"ZKQUEUE_FAULT": fault} if fault else {}
-        env = self.env(**extra)
+        env = self.env(**extra, **(env or {}))
         log_path = self.tmp / f"workers-{len(self.groups)}.log"
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "worker", "--cpu", str(n),
-                                     "--threads", str(threads)], cwd=ROOT, env=env, stdout=log,
+            proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "coordinator.cli", "worker", "--cpu",
+                                     str(n), "--threads", str(threads)], cwd=ROOT, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         group = WorkerGroup(proc, log_path, n, env)
         self.groups.append(group)

@@ -98,7 +98,7 @@ def test_claim_lease_reaper_and_attempt_cap(queue):
     assert b.claim(job.id, 0, 1, "w1", 1).kind == "stale"        # Celery's late redelivery: ignored
     tokens = sorted(_args(m)[2] for m in _queued_messages(queue.r))
     assert tokens == [1, 2]
-    assert b.claim(job.id, 0, 2, "w2", 2).detail == ("2",)       # attempt 2
+    assert b.claim(job.id, 0, 2, "w2", 2).detail[0] == "2"       # attempt 2
     wait_until(lambda: reaper.tick() == 1, 5, "attempt 2's lease to lapse: attempts exhausted")
     with pytest.raises(JobFailed, match="partition 0: gave up after 2 attempts") as info:
         job.wait(5)
@@ -113,11 +113,13 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     payload = {"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1}
     for i in range(2):
         assert b.claim(job.id, i, 1, "w", 1).kind == "ok"
-    assert b.record(job.id, 0, "w", payload).kind == "recorded"
-    assert b.record(job.id, 0, "w", payload).kind == "duplicate"   # a duplicate run changes nothing
-    out = b.record(job.id, 1, "w", payload)
+    assert b.record(job.id, 0, 2, "w", payload).kind == "stale"     # fenced: not the current token
+    assert b.record(job.id, 0, 1, "other", payload).kind == "stale"  # nor the lease holder
+    assert b.record(job.id, 0, 1, "w", payload).kind == "recorded"
+    assert b.record(job.id, 0, 1, "w", payload).kind == "stale"     # a duplicate run changes nothing
+    out = b.record(job.id, 1, 1, "w", payload)
     assert out == type(out)("finalize", ("1",))
-    assert b.record(job.id, 1, "w", payload).kind == "duplicate"
+    assert b.record(job.id, 1, 1, "w", payload).kind == "stale"
     assert queue.r.hlen(keys.results(job.id)) == 2
     fin = [m for m in _queued_messages(queue.r) if m["headers"]["task"] == "zkqueue.finalize"]
     assert fin == []          # the election only hands out the token; the winner sends it
@@ -129,7 +131,7 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     assert queue.r.hlen(keys.results(job.id)) == 1
     assert b.claim(job.id, 1, 2, "w", 1).kind == "excluded"          # never the bad worker again
     assert b.claim(job.id, 1, 2, "other", 2).kind == "ok"
-    assert b.record(job.id, 1, "other", payload).kind == "finalize"
+    assert b.record(job.id, 1, 2, "other", payload).kind == "finalize"
     st = job.status()
     assert st.bad_workers[0]["worker"] == "w" and st.bad_workers[0]["fingerprint"] == {"host": "h"}
 
@@ -139,11 +141,12 @@ def test_reaper_resends_a_message_lost_between_commit_and_send(queue):
     sched = client.scheduler
     job_id = "f" * 32
     # A submitter that died right after committing: slots in `sending`, no message.
-    sched.barrier.send_grace_s = 0.0
+    sched.barrier.settings = queue.settings(send_grace_s=0.001)
     sched.barrier.submit(job_id, request_id=None, priority="normal", zkey_sha="0" * 64,
                          witness_shas=["1" * 64])
     assert _queued_messages(queue.r) == []
-    assert Reaper(sched).tick() == 1
+    reaper = Reaper(sched)
+    wait_until(lambda: reaper.tick() == 1, 5, "the reaper to send the message")
     assert [_args(m) for m in _queued_messages(queue.r)] == [[job_id, 0, 1]]
     assert queue.r.hget(keys.slot(job_id, 0), "state") == b"queued"
 

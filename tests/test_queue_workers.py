@@ -8,6 +8,7 @@ import sys
 import threading
 import types
 
+import numpy as np
 import pytest
 
 from queue_support import ROOT
@@ -85,8 +86,9 @@ def test_key_cache_keeps_within_its_budget():
 
 
 def test_faults_parse_and_apply():
-    f = faults.parse("slow:0.5, slow-first:2,corrupt")
-    assert (f.slow_s, f.slow_first_s, f.corrupt) == (0.5, 2.0, True)
+    f = faults.parse("slow:0.5, slow-first:2,corrupt,msm-wrong,hang-first")
+    assert (f.slow_s, f.slow_first_s, f.corrupt, f.msm_wrong, f.hang, f.hang_first) == (0.5, 2.0, True, True, False, True)
+    assert f.hangs(1) and not f.hangs(2)
     assert faults.parse("") == faults.Faults() and not faults.Faults().any
     with pytest.raises(ValueError, match="unknown fault"):
         faults.parse("explode")
@@ -97,6 +99,38 @@ def test_faults_parse_and_apply():
 
 def test_lease_keeper_stops_the_prover_when_the_lease_is_lost():
     verdicts = iter(["ok", "ok", "lost"])
-    with LeaseKeeper(lambda: next(verdicts), interval_s=0.01) as lease:
+    stuck = threading.Event()
+    with LeaseKeeper(lambda: next(verdicts), interval_s=0.01, on_stuck=stuck.set) as lease:
         assert lease.stop.wait(5)
-    assert lease.reason == "lost"
+    assert lease.reason == "lost" and not stuck.is_set()    # it came back in time: nothing killed
+
+
+def test_lease_keeper_restarts_an_attempt_stuck_in_a_kernel_after_it_is_stopped():
+    stuck = threading.Event()
+    with LeaseKeeper(lambda: "overdue", interval_s=0.01, stop_grace_s=0.2, on_stuck=stuck.set) as lease:
+        assert lease.stop.wait(5) and lease.reason == "overdue"
+        assert stuck.wait(5)              # the attempt never came back from its "kernel"
+
+
+def test_key_cache_budget_shrinks_to_the_memory_there_is():
+    import psutil
+
+    from tasks.main import fit_key_cache
+    available = psutil.virtual_memory().available
+    assert fit_key_cache(1 << 60, "cpu:0") <= available // 2
+    assert fit_key_cache(64 << 20, "cpu:0") == 64 << 20
+
+
+def test_a_wrong_msm_is_a_valid_point_that_is_not_the_right_one():
+    from groth16.backends import get_backend
+    from groth16.formats.zkey import read_zkey
+    from queue_support import CHAIN
+    key = read_zkey(CHAIN / "circuit_final.zkey")
+    backend = get_backend("cpu", key.curve, threads=1)
+    points = key.a_query[:8]
+    scalars = np.zeros((8, 4), dtype=np.uint64)
+    scalars[:, 0] = np.arange(1, 9)
+    right = backend.msm_g1(points, scalars)
+    wrong = faults.wrong_msm(backend.msm_g1, points, scalars)
+    assert wrong != right
+    backend.check_g1(np.frombuffer(wrong, dtype="<u8").reshape(1, -1))   # on the curve: raises if not

@@ -1,19 +1,29 @@
-"""Test-only faults, set per worker process with ZKQUEUE_FAULT (comma separated):
+"""Test-only faults, set per worker process with ZKQUEUE_FAULT (comma separated). Each is
+injected where the real fault happens, never after the check meant to catch it:
 
+    msm-wrong            the backend's G1 MSM returns a wrong but valid curve point (a bad
+                         build); the worker's own verification of the proof must catch it
+    hang                 the backend's G1 MSM blocks inside a native call (a hung kernel): the
+                         GIL is released, so the lease thread goes on renewing
+    hang-first           the same, only on a partition's first attempt
     slow:SECONDS         sleep that long after claiming each partition, holding the lease
     slow-first:SECONDS   the same, only on a partition's first attempt
-    corrupt              return corrupted proofs (pi_c replaced by pi_a: parses, never verifies)
+    corrupt              report corrupted proofs after the worker's own check (pi_c replaced by
+                         pi_a: parses, never verifies): a worker that lies, or a corrupting
+                         transport, which only finalize can catch
 
-Used by the tests to kill a worker in the middle of a partition deterministically and to
-play a worker with broken hardware. A worker logs a warning when a fault is set.
+A worker logs a warning when a fault is set.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import threading
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -21,16 +31,22 @@ class Faults:
     slow_s: float = 0.0
     slow_first_s: float = 0.0
     corrupt: bool = False
+    msm_wrong: bool = False
+    hang: bool = False
+    hang_first: bool = False
 
     @property
     def any(self) -> bool:
-        return bool(self.slow_s or self.slow_first_s or self.corrupt)
+        return any(dataclasses.astuple(self))
 
     def delay(self, attempt: int, stop: threading.Event) -> None:
         """Sleeps as configured for this attempt; returns early when `stop` is set."""
         seconds = self.slow_s + (self.slow_first_s if attempt == 1 else 0.0)
         if seconds > 0:
             stop.wait(seconds)
+
+    def hangs(self, attempt: int) -> bool:
+        return self.hang or (self.hang_first and attempt == 1)
 
     def apply(self, proof):
         """The proof as this (possibly faulty) worker reports it."""
@@ -39,12 +55,33 @@ class Faults:
         return proof
 
 
+def block_in_native_code() -> None:
+    """Blocks forever inside a C call (libc pause() through ctypes, which releases the GIL),
+    as a hung CUDA kernel or a deadlocked native library does: no Python-level flag can
+    interrupt it; only killing the process ends it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    while True:
+        libc.pause()
+
+
+def wrong_msm(msm, points: np.ndarray, scalars: np.ndarray) -> bytes:
+    """The MSM plus one extra term: a valid point that is not the right one."""
+    nonzero = np.flatnonzero(points.reshape(points.shape[0], -1).any(axis=1))
+    if nonzero.size == 0:
+        return msm(points, scalars)
+    extra = points[nonzero[:1]]
+    one = np.zeros((1, scalars.shape[1]), dtype=scalars.dtype)
+    one[0, 0] = 1
+    return msm(np.concatenate([points, extra]), np.concatenate([scalars, one]))
+
+
 def parse(spec: str | None) -> Faults:
     """Faults from a ZKQUEUE_FAULT value.
 
     Raises:
         ValueError: an unknown fault or a bad number.
     """
+    flags = {"corrupt": "corrupt", "msm-wrong": "msm_wrong", "hang": "hang", "hang-first": "hang_first"}
     kw: dict = {}
     for item in filter(None, (s.strip() for s in (spec or "").split(","))):
         name, _, arg = item.partition(":")
@@ -52,10 +89,11 @@ def parse(spec: str | None) -> Faults:
             kw["slow_s"] = float(arg)
         elif name == "slow-first":
             kw["slow_first_s"] = float(arg)
-        elif name == "corrupt":
-            kw["corrupt"] = True
+        elif name in flags:
+            kw[flags[name]] = True
         else:
-            raise ValueError(f"unknown fault {item!r} in ZKQUEUE_FAULT (slow:S, slow-first:S, corrupt)")
+            raise ValueError(f"unknown fault {item!r} in ZKQUEUE_FAULT "
+                             f"(slow:S, slow-first:S, {', '.join(flags)})")
     return Faults(**kw)
 
 

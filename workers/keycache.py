@@ -19,6 +19,10 @@ class KeyCache:
     def used_bytes(self) -> int:
         return sum(size for _, size in self._items.values())
 
+    def contains(self, sha: str) -> bool:
+        with self._lock:
+            return sha in self._items
+
     def get(self, sha: str, load: Callable[[], tuple[Any, int]]) -> tuple[Any, bool]:
         """(key, was cached). `load` returns (key, size in bytes); errors it raises propagate
         and nothing is cached. A key larger than the whole budget is used but not kept."""

@@ -3,23 +3,39 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 from typing import Callable
 
 log = logging.getLogger("zkqueue.lease")
 
 
-class LeaseKeeper:
-    """Calls `refresh()` every `interval_s`; it returns "ok", "lost" or "job_over".
+def kill_this_process() -> None:
+    """SIGKILL ourselves: the Celery parent sees its pool child die and starts a fresh one
+    (reject-on-worker-lost hands the message back; its token is stale by then)."""
+    os.kill(os.getpid(), signal.SIGKILL)
 
-    Anything but "ok" sets `stop`, so the prover can give up early: the slot belongs to
-    someone else now, or the job was cancelled or failed. A Redis error is logged and
-    retried; if it lasts past the lease TTL the reaper hands the slot to another worker.
+
+class LeaseKeeper:
+    """Calls `refresh()` every `interval_s`; it returns "ok", "overdue", "lost" or "job_over".
+
+    Anything but "ok" sets `stop`, so the attempt gives up at its next kernel boundary: the
+    slot belongs to someone else now, ran past its deadline, or the job was cancelled or
+    failed. If the attempt has not come back `stop_grace_s` later, it is stuck inside a
+    native call (a hung kernel) that nothing in this process can interrupt, so `on_stuck`
+    runs: by default it kills this process, and the worker's supervisor replaces it.
+
+    A Redis error is logged and retried; if it lasts past the lease TTL the reaper hands
+    the slot to another worker.
     """
 
-    def __init__(self, refresh: Callable[[], str], interval_s: float):
+    def __init__(self, refresh: Callable[[], str], interval_s: float, *, stop_grace_s: float = 5.0,
+                 on_stuck: Callable[[], None] = kill_this_process):
         self._refresh = refresh
         self.interval_s = interval_s
+        self.stop_grace_s = stop_grace_s
+        self._on_stuck = on_stuck
         self.stop = threading.Event()
         self.reason = ""
         self._done = threading.Event()
@@ -35,7 +51,15 @@ class LeaseKeeper:
             if verdict != "ok":
                 self.reason = verdict
                 self.stop.set()
-                return
+                break
+        else:
+            return      # the attempt ended
+        if not self._done.wait(self.stop_grace_s):
+            log.error("attempt stopped (%s) but still inside a kernel call after %.1f s: "
+                      "restarting this worker process", self.reason, self.stop_grace_s)
+            for h in logging.getLogger().handlers:
+                h.flush()
+            self._on_stuck()
 
     def __enter__(self) -> "LeaseKeeper":
         self._thread.start()

@@ -1,5 +1,11 @@
 """Proves one partition on this worker's device: key from the cache, witness checked, proof
-self-verified, faults (test-only) applied last."""
+verified by the worker itself before anyone sees it.
+
+A proof that fails that check is what a bad build or a failing device produces far more
+often than a bad witness, so it raises SelfCheckFailed (a backend error), not the
+groth16 UnsatisfiedError: the queue re-proves it elsewhere and blames the witness only
+when two different builds agree.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from groth16.errors import BackendError
+
 from . import metrics
+from .attempt_backend import AttemptBackend, Stopped
 from .faults import Faults
 from .keycache import KeyCache
+
+
+class SelfCheckFailed(BackendError):
+    """The proof this worker made does not verify against the key's own verification key."""
 
 
 @dataclass
@@ -46,6 +59,10 @@ class PartitionProver:
             b = self._backends[curve.name] = get_backend(self.backend_kind, curve, threads=self.threads)
         return b
 
+    def has_key(self, sha: str) -> bool:
+        """Whether the key is loaded already (an attempt then needs no load time)."""
+        return self.cache.contains(sha)
+
     def key(self, sha: str, path: Callable[[], Path]):
         """(ZKey, seconds spent loading: 0 when cached). `path()` is only called on a miss.
 
@@ -67,15 +84,17 @@ class PartitionProver:
 
     def prove(self, zkey_sha: str, zkey_path: Callable[[], Path], witness_path: Path, *, attempt: int,
               stop: threading.Event) -> Proved | None:
-        """Proves the witness at `witness_path` against the key `zkey_sha`.
+        """Proves the witness at `witness_path` against the key `zkey_sha`, and verifies it.
 
-        Returns None when `stop` was set while waiting (lease lost or job over).
+        Returns None when `stop` was set (lease lost, overdue, job over) before the proof was done.
 
         Raises:
-            groth16 InputError: a corrupt witness or key, a mismatch, or an unsatisfied witness.
+            groth16 InputError: a corrupt witness or key, or files that do not belong together.
+            SelfCheckFailed: the proof does not verify (a faulty build or device, or a witness
+                that does not satisfy the circuit: the queue tells which).
             groth16 BackendError: the device failed.
         """
-        from groth16 import prover
+        from groth16 import prover, verifier
         from groth16.formats.jsonfiles import proof_json
         from groth16.formats.wtns import read_wtns
 
@@ -85,11 +104,22 @@ class PartitionProver:
             return None
         witness = read_wtns(witness_path)
         prover.check_inputs(key, witness)
+        backend = AttemptBackend(self.backend(key.curve), stop, self.faults, attempt)
         t0 = time.perf_counter()
-        result = prover.prove(key, witness, self.backend(key.curve))   # verifies its own proof
-        elapsed = time.perf_counter() - t0
-        verify_s = result.timings_s.get("verify", 0.0)
-        metrics.proved(key.curve.name, key.domain_size, elapsed - verify_s)
+        try:
+            result = prover.prove(key, witness, backend, self_check=False)
+        except Stopped:
+            return None
+        prove_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        valid = verifier.verify(key.verification_key, result.proof, result.public_signals)
+        verify_s = time.perf_counter() - t0
+        if not valid:
+            raise SelfCheckFailed(
+                f"the proof of witness {witness_path.name} fails verification against its own key: "
+                "a faulty build or device, or a witness that does not satisfy the circuit",
+                expected="a proof that verifies", found="an invalid proof")
+        metrics.proved(key.curve.name, key.domain_size, prove_s)
         proof = self.faults.apply(result.proof)
         return Proved(proof=proof_json(proof), public=[str(s) for s in result.public_signals],
-                      timings_s={"key_load_s": key_load_s, "prove_s": elapsed - verify_s, "verify_s": verify_s})
+                      timings_s={"key_load_s": key_load_s, "prove_s": prove_s, "verify_s": verify_s})

@@ -3,18 +3,21 @@
 Each device gets its own process (`python -m tasks.main --device cuda:N`), started with
 CUDA_VISIBLE_DEVICES naming only its GPU, so CuPy (imported later, in the pool child)
 sees exactly one device. CPU workers get an empty CUDA_VISIBLE_DEVICES. A worker process
-that dies is started again (with a fresh worker id) unless it keeps dying. SIGTERM/SIGINT
-stop every worker (Celery's warm shutdown: the running partition finishes first).
+that dies or stops answering is started again (with a fresh worker id), with backoff when
+it dies right after starting. SIGTERM/SIGINT stop every worker (Celery's warm shutdown:
+the running partition finishes first).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -22,9 +25,12 @@ from .devices import Device, plan
 
 log = logging.getLogger("zkqueue.spawn")
 
-RESTART_WINDOW_S = 60.0
-MAX_RESTARTS_PER_WINDOW = 5
+START_GRACE_S = 30.0        # a worker that dies sooner than this after starting is backed off
+BACKOFF_MAX_S = 60.0        # the longest wait before restarting such a worker
+STARTUP_TIMEOUT_S = 180.0   # a worker not alive (no liveness touch) this long after start is hung
+SILENT_AFTER_S = 10.0       # a running worker whose liveness file is older than this is hung
 STOP_GRACE_S = 30.0
+POLL_S = 0.2
 
 
 def new_worker_id(device: Device) -> str:
@@ -32,16 +38,36 @@ def new_worker_id(device: Device) -> str:
     return f"{host}-{device.kind}{device.index}-{os.urandom(3).hex()}"
 
 
+def describe_exit(rc: int) -> str:
+    """'killed by SIGKILL' or 'exited with status 3'."""
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
 @dataclass
 class Child:
     device: Device
     proc: subprocess.Popen | None = None
     worker_id: str = ""
-    restarts: list[float] = field(default_factory=list)
+    started_at: float = 0.0
+    quick_deaths: int = 0          # deaths in a row, each within START_GRACE_S of its start
+    restart_at: float | None = None
+    alive_file: str = ""
 
 
 class Supervisor:
-    """Starts and watches one worker process per device."""
+    """Starts and watches one worker process per device.
+
+    A worker that exits is started again (a fresh worker id), at once if it had been up a
+    while, with exponential backoff if it died soon after starting (an out-of-memory kill
+    at start must not become a hot restart loop). A worker that is alive but silent (its
+    main process stopped touching its liveness file) is killed and restarted. The loop only
+    polls, so no exit can be missed while it waits.
+    """
 
     def __init__(self, devices: list[Device], *, threads: int | None, backend: str | None,
                  extra_args: list[str] | None = None, restart: bool = True):
@@ -51,13 +77,16 @@ class Supervisor:
         self.extra_args = extra_args or []
         self.restart = restart
         self.stopping = False
+        self.run_dir = tempfile.mkdtemp(prefix="zkqueue-workers-")
 
     def _start(self, child: Child) -> None:
         d = child.device
         child.worker_id = new_worker_id(d)
+        child.alive_file = os.path.join(self.run_dir, f"{child.worker_id}.alive")
         env = dict(os.environ)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"       # CUDA's numbering = NVML's
         env["CUDA_VISIBLE_DEVICES"] = (d.uuid or str(d.index)) if d.kind == "cuda" else ""
+        env["ZKQUEUE_ALIVE_FILE"] = child.alive_file
         base_port = int(os.environ.get("ZKQUEUE_METRICS_PORT") or 0)
         if base_port:   # one /metrics port per worker process: base, base + 1, ...
             env["ZKQUEUE_METRICS_PORT"] = str(base_port + self.children.index(child))
@@ -66,10 +95,70 @@ class Supervisor:
         if self.threads:
             cmd += ["--threads", str(self.threads)]
         child.proc = subprocess.Popen(cmd, env=env)
+        child.started_at = time.monotonic()
+        child.restart_at = None
         log.info("started worker %s on %s (%s), pid %d", child.worker_id, d.spec, d.name, child.proc.pid)
 
     def _on_signal(self, signum, _frame) -> None:
         self.stopping = True
+
+    def _silent_for(self, child: Child, now: float) -> float:
+        """Seconds since the worker last showed life (its start, before the first touch)."""
+        try:
+            with open(child.alive_file) as f:
+                touched = float(f.read())       # the worker's time.monotonic(): one clock for both
+        except (OSError, ValueError):
+            # Not touched yet: starting up (imports, a kernel build) may take a while.
+            return (now - child.started_at) * (SILENT_AFTER_S / STARTUP_TIMEOUT_S)
+        return max(0.0, now - touched)
+
+    def _kill_tree(self, child: Child) -> None:
+        import psutil
+        try:
+            procs = [psutil.Process(child.proc.pid)]
+            procs += procs[0].children(recursive=True)
+        except psutil.Error:
+            return
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
+    def _check(self, c: Child, now: float) -> tuple[bool, int]:
+        """Looks after one child; returns (still counts as alive, exit status to report)."""
+        if c.proc is None and c.restart_at is None:
+            return False, 0
+        if c.proc is None:
+            if now >= c.restart_at:
+                self._start(c)
+            return True, 0
+        rc = c.proc.poll()
+        if rc is None:
+            if self._silent_for(c, now) > SILENT_AFTER_S:
+                log.error("worker %s (pid %d) stopped answering; killing it", c.worker_id, c.proc.pid)
+                self._kill_tree(c)
+            return True, 0
+        uptime = now - c.started_at
+        how = describe_exit(rc)
+        c.proc = None
+        if rc == 2:      # configuration or start-up check failed: restarting cannot help
+            log.error("worker %s %s (bad configuration); not restarting", c.worker_id, how)
+            return False, 2
+        if not self.restart:
+            log.error("worker %s %s", c.worker_id, how)
+            return False, 1
+        if uptime < START_GRACE_S:
+            c.quick_deaths += 1
+            delay = min(BACKOFF_MAX_S, 2.0 ** (c.quick_deaths - 1))
+            hint = " (out of memory?)" if rc == -signal.SIGKILL else ""
+            log.error("worker %s %s %.1f s after start%s; restarting in %.0f s", c.worker_id, how, uptime,
+                      hint, delay)
+        else:
+            c.quick_deaths, delay = 0, 0.0
+            log.warning("worker %s %s after %.0f s; restarting", c.worker_id, how, uptime)
+        c.restart_at = now + delay
+        return True, 0
 
     def run(self) -> int:
         """Runs until signalled or every worker is gone for good; returns an exit status."""
@@ -79,32 +168,15 @@ class Supervisor:
             self._start(c)
         status = 0
         while not self.stopping:
+            now = time.monotonic()
             alive = 0
             for c in self.children:
-                if c.proc is None:
-                    continue
-                rc = c.proc.poll()
-                if rc is None:
-                    alive += 1
-                    continue
-                now = time.monotonic()
-                c.restarts = [t for t in c.restarts if now - t < RESTART_WINDOW_S]
-                if rc == 2:      # configuration or start-up check failed: restarting cannot help
-                    log.error("worker %s exited with status 2 (bad configuration); not restarting",
-                              c.worker_id)
-                    c.proc, status = None, 2
-                elif self.restart and len(c.restarts) < MAX_RESTARTS_PER_WINDOW:
-                    log.warning("worker %s exited with status %s; restarting", c.worker_id, rc)
-                    c.restarts.append(now)
-                    self._start(c)
-                    alive += 1
-                else:
-                    log.error("worker %s exited with status %s; giving up on %s", c.worker_id, rc,
-                              c.device.spec)
-                    c.proc, status = None, status or 1
+                counts, rc = self._check(c, now)
+                alive += counts
+                status = status or rc
             if alive == 0:
                 return status or 1
-            time.sleep(0.2)
+            time.sleep(POLL_S)
         self.stop()
         return status
 
@@ -120,6 +192,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 def run(cpu_workers: int | None, *, threads: int | None = None, backend: str | None = None,

@@ -1,0 +1,24 @@
+-- submit.lua: creates a job with every partition in `sending` (token 1), or finds the
+-- job of a request id seen before.
+-- KEYS[6] zkq:request:{request_id} (or a dummy)   KEYS[7] zkq:jobs
+-- KEYS[8..] the partition slots, in index order
+-- ARGV[8] request_id ('' = none)   ARGV[9] priority   ARGV[10] zkey sha256   ARGV[11] n
+-- ARGV[12] send_grace_s   ARGV[13..] witness sha256s
+-- Returns {'created', job} or {'exists', the earlier job}.
+local request_id, priority, zkey, n, send_grace_s =
+  ARGV[8], ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+if request_id ~= '' then
+  local existing = redis.call('GET', KEYS[6])
+  if existing then return {'exists', existing} end
+  redis.call('SET', KEYS[6], job_id)
+end
+redis.call('HSET', KEYS[1], 'state', 'queued', 'priority', priority, 'zkey', zkey, 'n', n,
+           'created_at', now_s, 'request_id', request_id)
+redis.call('HSET', KEYS[2], 'state', 'idle', 'token', 0, 'attempts', 0)
+for i = 0, n - 1 do
+  redis.call('HSET', KEYS[8 + i], 'state', 'sending', 'token', 1, 'attempts', 0, 'witness', ARGV[13 + i],
+             'enqueued_at', now_s, 'routed_to', '')
+  redis.call('ZADD', KEYS[3], now + send_grace_s, job_id .. sep .. i)
+end
+redis.call('ZADD', KEYS[7], now, job_id)
+return {'created', job_id}

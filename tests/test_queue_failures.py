@@ -1,0 +1,313 @@
+"""The faults of a GPU fleet, as they happen in production, against real Redis and real
+worker processes: a bad build (a wrong MSM inside the backend, before the worker's own
+check), messages lost from the broker or taken by a consumer that died, a kernel that
+hangs while the process lives on, a clock that runs ahead, and Redis going away."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+from conftest import snarkjs_verifies
+from queue_support import CHAIN, PARTITIONS, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
+
+from coordinator import keys, quarantine
+from coordinator.broker import queue_lists
+from coordinator.errors import JobFailed
+from coordinator.jobs import JobState
+
+ZKEY = CHAIN / "circuit_final.zkey"
+VK = CHAIN / "verification_key.json"
+
+
+def _assert_snarkjs_accepts(result, tmp_path) -> None:
+    for p in result.partitions:
+        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
+        proof.write_text(json.dumps(p.proof))
+        public.write_text(json.dumps(p.public_signals))
+        assert snarkjs_verifies(VK, public, proof), f"snarkjs rejects partition {p.index}"
+
+
+def _events(st, name: str) -> list[dict]:
+    return [e for p in st.partitions for e in p.events if e["event"] == name]
+
+
+def _cli(queue, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator.cli", *args], env=queue.env(), cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_sabotaged_worker_is_outvoted_and_its_build_quarantined(queue, tmp_path):
+    bad = queue.start_workers(1, fault="msm-wrong")          # its MSM returns a wrong, valid point
+    bad_fp = queue.ready(bad)[0]["fingerprint"]
+    # The good worker is slow on first attempts, so the bad one surely takes several partitions.
+    good = queue.start_workers(1, fault="slow-first:1")
+    good_id = queue.ready(good)[0]["worker"]
+    client = queue.client()
+    job = client.submit(ZKEY, PARTITIONS)
+    result = job.wait(120)
+
+    _assert_snarkjs_accepts(result, tmp_path)
+    assert {p.worker for p in result.partitions} == {good_id}
+    st = job.status()
+    invalid = _events(st, "invalid")
+    assert len(invalid) >= 2, "the bad worker proved fewer than 2 partitions: the test did not exercise it"
+    assert {e["fingerprint"] for e in invalid} == {bad_fp["id"]}
+    assert all(b["fingerprint"]["build"] == bad_fp["build"] for b in st.bad_workers)
+    held = quarantine.quarantined(queue.r)
+    assert list(held) == [bad_fp["id"]] and held[bad_fp["id"]]["strikes"] >= 2
+    assert _events(st, "quarantined")
+
+    # Quarantined: the bad worker takes no more work; the next job is all the good worker's.
+    second = client.submit(ZKEY, PARTITIONS[:2])
+    assert {p.worker for p in second.wait(60).partitions} == {good_id}
+    assert not _events(second.status(), "invalid")
+    listing = _cli(queue, "quarantine", "list")
+    assert bad_fp["id"] in listing.stdout and bad_fp["build"] in listing.stdout
+    assert "QUARANTINED" in _cli(queue, "status").stdout
+    cleared = _cli(queue, "quarantine", "clear", bad_fp["id"])
+    assert cleared.returncode == 0 and bad_fp["id"] in cleared.stdout
+    assert quarantine.quarantined(queue.r) == {}
+
+
+def test_only_sabotaged_workers_fail_the_job_in_bounded_time_naming_the_build(queue):
+    bad = queue.start_workers(2, fault="msm-wrong")
+    build = queue.ready(bad)[0]["fingerprint"]["build"]
+    job = queue.client().submit(ZKEY, PARTITIONS)
+    t0 = time.monotonic()
+    with pytest.raises(JobFailed) as info:
+        job.wait(150)
+    assert time.monotonic() - t0 < 120
+    reason = info.value.reason
+    assert "no healthy worker is left" in reason and build in reason, reason
+    assert "does not satisfy" not in reason and "the witness is not blamed" in reason
+    assert queue.r.hlen(keys.results(job.id)) == 0          # no proof was released
+    assert job.status().state == JobState.FAILED
+
+
+def test_an_unsatisfied_witness_is_blamed_only_when_two_builds_agree(queue, tmp_path):
+    a = queue.start_workers(1)
+    # A fault flag changes a worker's build id, as a real different build has: here it only
+    # adds a 10 ms pause, so this worker is a second, healthy build.
+    b = queue.start_workers(1, fault="slow:0.01")
+    builds = {queue.ready(a)[0]["fingerprint"]["build"], queue.ready(b)[0]["fingerprint"]["build"]}
+    corrupt = tmp_path / "witness_2.wtns"
+    data = bytearray(PARTITIONS[2].read_bytes())
+    data[-40] ^= 0x5A           # a witness value changed: it no longer satisfies the circuit
+    corrupt.write_bytes(bytes(data))
+    client = queue.client()
+    job = client.submit(ZKEY, [PARTITIONS[0], PARTITIONS[1], corrupt, PARTITIONS[3]])
+    with pytest.raises(JobFailed, match="partition 2: the witness does not satisfy") as info:
+        job.wait(90)
+    assert info.value.slot == "2" and all(build in info.value.reason for build in builds)
+    st = job.status()
+    assert len(slot_events(st, 2, "invalid")) == 2
+    assert quarantine.quarantined(queue.r) == {} and not queue.r.hlen(keys.strikes())
+    # Both workers go on with the next job.
+    assert len(client.submit(ZKEY, PARTITIONS[:2]).wait(60).partitions) == 2
+
+
+def test_messages_deleted_from_the_broker_are_sent_again(queue):
+    client = queue.client()
+    job = client.submit(ZKEY, PARTITIONS)
+    lost = sum(queue.r.delete(name) for name in queue_lists(keys.SHARED_QUEUE))
+    assert lost == 1 and not any(queue.r.llen(n) for n in queue_lists(keys.SHARED_QUEUE))
+    group = queue.start_workers(1)
+    queue.ready(group)
+    started = time.monotonic()
+    job.wait(90)
+    assert time.monotonic() - started <= 60
+    st = job.status()
+    assert len(_events(st, "resent")) == 4
+
+
+_TAKE_ONE = """
+import sys
+from kombu import Connection, Queue
+from coordinator.broker import celery_config
+from coordinator.settings import Settings
+options = celery_config(Settings.from_env())["broker_transport_options"]
+with Connection(sys.argv[1], transport_options=options) as conn:
+    def taken(body, message):
+        print("taken", flush=True)
+    with conn.Consumer(Queue(sys.argv[2]), callbacks=[taken], accept=["msgpack"]) as consumer:
+        consumer.qos(prefetch_count=1)
+        conn.drain_events(timeout=30)
+        while True:
+            conn.drain_events(timeout=3600)
+"""
+
+
+def test_a_message_taken_by_a_consumer_that_died_before_starting_it_is_sent_again(queue):
+    client = queue.client()
+    job = client.submit(ZKEY, PARTITIONS[:1])
+    # A real consumer takes the message (it moves to kombu's unacknowledged set) and is
+    # SIGKILLed before it can start the partition: kombu alone would wait an hour.
+    taker = subprocess.Popen([sys.executable, "-c", _TAKE_ONE, queue.redis_url, keys.SHARED_QUEUE],
+                             env=queue.env(), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert taker.stdout.readline().strip() == "taken"
+    taker.kill()
+    taker.wait()
+    assert queue.r.hlen("unacked") == 1 and not any(queue.r.llen(n) for n in queue_lists(keys.SHARED_QUEUE))
+    group = queue.start_workers(1)
+    queue.ready(group)
+    started = time.monotonic()
+    job.wait(60)
+    assert time.monotonic() - started <= 15
+    wait_until(lambda: queue.r.hlen("unacked") == 0, 10, "every delivered message to be acknowledged")
+    assert len(_events(job.status(), "resent")) == 1
+
+
+def test_a_hung_kernel_is_reassigned_and_its_worker_process_restarted(queue):
+    good = queue.start_workers(1, fault="slow:1")
+    queue.ready(good)
+    client = queue.client()
+    client.submit(ZKEY, PARTITIONS[:1]).wait(60)      # measures this key's proving time
+    hung = queue.start_workers(1, fault="hang")        # blocks inside the MSM call, GIL released
+    hung_beat = queue.ready(hung)[0]
+    job = client.submit(ZKEY, PARTITIONS)
+    result = job.wait(120)
+    assert len(result.partitions) == 4
+    st = job.status()
+    overdue = _events(st, "overdue")
+    assert overdue and all(e["worker"] == hung_beat["worker"] for e in overdue)
+    assert not _events(st, "lost")      # the lease thread was alive all along: not a dead worker
+    for e in overdue:
+        started = max(s["at"] for s in slot_events(st, int(e["slot"]), "started")
+                      if s["worker"] == hung_beat["worker"] and s["at"] < e["at"])
+        assert e["at"] - started <= 10 + 6 + 3, "reassigned later than its run deadline allows"
+    # The stuck pool child was killed and replaced; the worker itself lives on.
+    wait_until(lambda: queue.heartbeats(hung) and queue.heartbeats(hung)[0]["children"]
+               and queue.heartbeats(hung)[0]["children"] != hung_beat["children"], 30,
+               "the hung worker's pool child to be replaced")
+    assert hung.proc.poll() is None
+    assert "still inside a kernel call" in hung.log()
+
+
+def _clock_skew_library(tmp_path) -> str:
+    """tests/clockskew/skew.c built here: an LD_PRELOAD that moves a process's wall clock."""
+    lib = tmp_path / "skew.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(ROOT / "tests" / "clockskew" / "skew.c"),
+                    "-ldl"], check=True, capture_output=True)
+    return str(lib)
+
+
+def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue, tmp_path):
+    skew = {"LD_PRELOAD": _clock_skew_library(tmp_path), "ZKQUEUE_CLOCK_SKEW_S": "30"}
+    probe = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], env=dict(os.environ, **skew),
+                           capture_output=True, text=True, check=True)
+    assert 29 < float(probe.stdout) - time.time() < 31, "the clock skew library did not take"
+    # Partitions outlast the lease TTL (6 s), so every lease lives on refreshes alone.
+    skewed = queue.start_workers(1, fault="slow:8", env=skew)
+    skewed_id = queue.ready(skewed)[0]["worker"]
+    # The skewed worker runs the reaper: it is the one that could steal live leases.
+    wait_until(lambda: queue.r.get(keys.reaper_lock()) == skewed_id.encode(), 10, "the skewed worker to reap")
+    normal = queue.start_workers(1, fault="slow:8")
+    normal_id = queue.ready(normal)[0]["worker"]
+    job = queue.client().submit(ZKEY, PARTITIONS)
+    job.wait(120)
+    st = job.status()
+    assert not _events(st, "lost") and not _events(st, "overdue")
+    for p in st.partitions:
+        assert len(slot_events(st, p.index, "started")) == 1, p.events
+    assert {p.worker for p in st.partitions} == {skewed_id, normal_id}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queue, tmp_path):
+    port = _free_port()
+    data = tmp_path / "redis"
+    data.mkdir()
+    cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data), "--appendonly", "yes",
+           "--appendfsync", "everysec", "--save", ""]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    r = redis.Redis.from_url(url)
+    try:
+        wait_until(lambda: _pings(r), 10, "the private Redis to start")
+        queue.redis_url, queue.r = url, r      # workers, client and helpers on the private Redis
+        group = queue.start_workers(2, fault="slow-first:3")
+        queue.ready(group)
+        job = queue.client().submit(ZKEY, PARTITIONS)
+        wait_until(lambda: _events(job.status(), "started"), 30, "a partition to start")
+        server.send_signal(signal.SIGKILL)          # a crash: whatever was not fsynced is lost
+        server.wait()
+        time.sleep(30)                               # unreachable for 30 s: the point of the test
+        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        result = job.wait(180)                       # the client reconnects too
+        assert [p.index for p in result.partitions] == [0, 1, 2, 3]
+        from groth16 import verifier
+        from groth16.formats.jsonfiles import load_verification_key
+        from coordinator.proofs import proof_from_json
+        vk = load_verification_key(VK)
+        for p in result.partitions:
+            assert verifier.verify(vk, proof_from_json(p.proof), [int(s) for s in p.public_signals])
+        assert group.proc.poll() is None
+    finally:
+        for g in queue.groups:
+            g.kill()
+        server.kill()
+        server.wait()
+
+
+def _pings(r) -> bool:
+    try:
+        return r.ping()
+    except redis.RedisError:
+        return False
+
+
+def _worker_pids(group) -> list[int]:
+    import psutil
+    try:
+        return [c.pid for c in psutil.Process(group.proc.pid).children()]
+    except psutil.Error:
+        return []
+
+
+def test_a_worker_killed_at_start_is_restarted_with_backoff_not_in_a_hot_loop(queue):
+    group = queue.start_workers(1)
+    starts = []
+    # Kill each new worker process as soon as it appears, three times, as the kernel's
+    # out-of-memory killer does to a process that cannot fit.
+    while len(starts) < 3:
+        pid = wait_until(lambda: [p for p in _worker_pids(group) if p not in [s[0] for s in starts]], 30,
+                         "the supervisor to start a worker")[0]
+        starts.append((pid, time.monotonic()))
+        os.kill(pid, signal.SIGKILL)
+    gaps = [b[1] - a[1] for a, b in zip(starts, starts[1:])]
+    assert gaps[0] >= 0.9 and gaps[1] >= 1.9, f"restarted after {gaps}: no backoff"
+    assert group.proc.poll() is None
+    log = group.log()
+    assert "killed by SIGKILL" in log and "after start (out of memory?); restarting in 2 s" in log, log[-3000:]
+    queue.ready(group)                               # left alone, it comes up and works
+    assert len(queue.client().submit(ZKEY, PARTITIONS[:1]).wait(60).partitions) == 1
+
+
+def test_a_worker_that_stops_answering_is_killed_and_replaced(queue):
+    group = queue.start_workers(1)
+    before = queue.ready(group)[0]
+    os.kill(before["pid"], signal.SIGSTOP)           # alive, but answers nothing
+    try:
+        wait_until(lambda: [b for b in queue.heartbeats(group) if b["worker"] != before["worker"]], 60,
+                   "a replacement worker")
+    finally:
+        try:
+            os.kill(before["pid"], signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert "stopped answering" in group.log()
+    assert len(queue.client().submit(ZKEY, PARTITIONS[:1]).wait(60).partitions) == 1

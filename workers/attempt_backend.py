@@ -1,0 +1,68 @@
+"""The proving backend as one attempt sees it.
+
+Every kernel call first checks the attempt's stop flag (lease lost, overdue, job cancelled
+or failed), so a stopped attempt ends at the next kernel boundary. A call already inside a
+kernel cannot be interrupted; the lease keeper kills the process if it does not come back
+(workers/lease.py). Test faults (workers/faults.py) are injected here, inside the backend,
+where a bad build or a hung kernel would strike: before the worker's own verification.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from groth16.errors import BackendError
+
+from . import faults as faults_mod
+from .faults import Faults
+
+
+class Stopped(BackendError):
+    """The attempt was stopped between two kernel calls; nothing is recorded."""
+
+
+class AttemptBackend:
+    """Wraps a backend for one attempt: stop checks and (test-only) faults around each call."""
+
+    def __init__(self, inner, stop: threading.Event, faults: Faults, attempt: int):
+        self._inner = inner
+        self._stop = stop
+        self._faults = faults
+        self._attempt = attempt
+        self.name = inner.name
+
+    def _check(self) -> None:
+        if self._stop.is_set():
+            raise Stopped("the attempt was stopped")
+
+    def evaluate_ab(self, coefs, witness_std, domain_size):
+        self._check()
+        return self._inner.evaluate_ab(coefs, witness_std, domain_size)
+
+    def mul(self, a_mont, b_mont):
+        self._check()
+        return self._inner.mul(a_mont, b_mont)
+
+    def ntt(self, values_mont, *, inverse=False, coset_shift=None):
+        self._check()
+        return self._inner.ntt(values_mont, inverse=inverse, coset_shift=coset_shift)
+
+    def h_scalars(self, a_mont, b_mont, c_mont):
+        self._check()
+        return self._inner.h_scalars(a_mont, b_mont, c_mont)
+
+    def msm_g1(self, points, scalars_std):
+        self._check()
+        if self._faults.hangs(self._attempt):
+            faults_mod.block_in_native_code()
+        if self._faults.msm_wrong:
+            return faults_mod.wrong_msm(self._inner.msm_g1, points, scalars_std)
+        return self._inner.msm_g1(points, scalars_std)
+
+    def msm_g2(self, points, scalars_std):
+        self._check()
+        return self._inner.msm_g2(points, scalars_std)
+
+    def __getattr__(self, name):
+        # Anything else the prover may use (helpers a backend adds) passes straight through.
+        return getattr(self._inner, name)
