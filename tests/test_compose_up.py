@@ -225,6 +225,7 @@ def stack():
         finally:
             s.run("--profile", "demo", "--profile", "gpu", "down", "-v", "--remove-orphans", "-t", "5",
                   timeout_s=300, check=False)
+            (WORK / f"{s.project}.fault.yaml").unlink(missing_ok=True)
             times["total_s"] = round(time.monotonic() - t0, 1)
             print(f"\ncompose timings: {json.dumps(times)}")
             (WORK / "compose-times.json").write_text(json.dumps(times, indent=1) + "\n")
