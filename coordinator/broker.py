@@ -18,8 +18,10 @@ from .settings import Settings
 
 TASK_PROVE = "zkqueue.prove_partition"
 TASK_FINALIZE = "zkqueue.finalize"
+TASK_SYNTH = "zkqueue.synthesize"
 PRIORITY_STEPS = [0, 3, 6, 9]      # Priority.broker_priority values; 0 is served first
 FINALIZE_PRIORITY = 0              # cheap and gates a result: ahead of any partition
+RETRY_PRIORITY = 0                 # a partition sent again after a lost or failed attempt
 # kombu's default separator between a queue's name and its priority level (and within its
 # binding records); spelled out because queue_lists() rebuilds the names.
 PRIORITY_SEP = "\x06\x16"
@@ -76,6 +78,16 @@ class Sender:
                            priority=priority, task_id=f"{job_id}:{index}",
                            argsrepr=f"job={job_id} partition={index} attempt_token={token}")
 
+    def send_synthesis(self, job_id: str, index: int, token: int, *, priority: int) -> None:
+        """Enqueues synthesize(job, index, token) on the synthesis queue.
+
+        Raises:
+            kombu.exceptions.OperationalError: the broker cannot be reached.
+        """
+        self.app.send_task(TASK_SYNTH, args=(job_id, index, token), queue=keys.SYNTH_QUEUE,
+                           routing_key=keys.SYNTH_QUEUE, priority=priority, task_id=f"{job_id}:s{index}",
+                           argsrepr=f"job={job_id} synthesize={index} attempt_token={token}")
+
     def send_finalize(self, job_id: str, token: int, *, route_to: str = "") -> None:
         """Enqueues finalize(job, token), ahead of every partition."""
         queue = keys.worker_queue(route_to) if route_to else keys.SHARED_QUEUE
@@ -94,7 +106,7 @@ def task_slot(envelope: dict) -> tuple[str, str, int] | None:
     """
     headers = envelope.get("headers") or {}
     task = headers.get("task")
-    if task not in (TASK_PROVE, TASK_FINALIZE):
+    if task not in (TASK_PROVE, TASK_FINALIZE, TASK_SYNTH):
         return None
     try:
         raw = base64.b64decode(envelope["body"])
@@ -107,14 +119,16 @@ def task_slot(envelope: dict) -> tuple[str, str, int] | None:
             return None
         if task == TASK_PROVE:
             return str(args[0]), str(int(args[1])), int(args[2])
+        if task == TASK_SYNTH:      # its slot part is the synthesis member's: "s{index}"
+            return str(args[0]), f"{keys.SYNTH_PREFIX}{int(args[1])}", int(args[2])
         return str(args[0]), keys.FINALIZE_SLOT, int(args[1])
     except (KeyError, IndexError, TypeError, ValueError, msgpack.UnpackException):
         return None
 
 
 def queue_names(r: redis.Redis) -> list[str]:
-    """The shared queue and every worker's own queue that exists now."""
-    names = {keys.SHARED_QUEUE}
+    """The shared queue, the synthesis queue and every worker's own queue that exists now."""
+    names = {keys.SHARED_QUEUE, keys.SYNTH_QUEUE}
     for name in r.scan_iter(match=keys.worker_queue("*"), count=500):
         names.add(name.decode().split(PRIORITY_SEP)[0])
     return sorted(names)

@@ -14,7 +14,7 @@ import redis
 
 from . import keys
 from .barrier import Barrier, Outcome
-from .broker import Sender
+from .broker import RETRY_PRIORITY, Sender
 from .jobs import Priority
 from .keys import FINALIZE_SLOT
 from .registry import Registry
@@ -74,7 +74,9 @@ class Scheduler:
         """barrier.requeue, then the new message when it says "send"."""
         out = self.barrier.requeue(job_id, slot, **kw)
         if out.kind == "send":
-            self.send(job_id, slot, int(out.detail[0]), route_to=kw.get("route_to", ""))
+            # A retry goes ahead of fresh work: it has waited its turn once already, and its
+            # job's other partitions may all be done.
+            self.send(job_id, slot, int(out.detail[0]), route_to=kw.get("route_to", ""), priority=RETRY_PRIORITY)
         return out
 
     def eligible_workers(self, excluded: set[str]) -> list[str]:
