@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from test_compose import ROOT, variables_read
 
-INTERNAL = {"ZKQUEUE_WORKER_ID", "ZKQUEUE_DEVICE"}   # set by `zkqueue worker` for its children
+INTERNAL = {"ZKQUEUE_WORKER_ID", "ZKQUEUE_DEVICE", "ZKQUEUE_ALIVE_FILE"}   # set by `zkqueue worker` for its children
 
 
 def test_every_variable_is_in_the_configuration_table():
