@@ -30,7 +30,10 @@ from . import keys
 from .keys import FINALIZE_SLOT
 
 SCRIPTS = ("submit", "claim", "refresh", "record", "mark_sent", "requeue", "reap", "resend", "suspect",
-           "fail_input", "reprove", "finish", "cancel")
+           "fail_input", "reprove", "finish", "cancel",
+           # Witness synthesis (jobs submitted as inputs + a circuit .wasm): coordinator/synthesis.py
+           "submit_inputs", "synth_claim", "synth_refresh", "synth_done", "synth_fail_input", "synth_mark_sent",
+           "synth_requeue", "synth_reap")
 
 
 @cache
@@ -175,3 +178,56 @@ class Barrier:
     def cancel(self, job_id: str) -> bool:
         """Cancels a job that is not over; False when it already was."""
         return self._run("cancel", job_id, FINALIZE_SLOT).kind == "1"
+
+    # Synthesis: a job submitted as inputs starts with its partitions in `synth_sending`; each
+    # becomes an ordinary `sending` partition the moment its witness is stored (synth_done).
+    # The synthesis attempt has its own token, attempts, lease and deadline ("{job}|s{i}").
+
+    def submit_inputs(self, job_id: str, *, request_id: str | None, priority: str, zkey_sha: str,
+                      wasm_sha: str, wasm_name: str, inputs: list[tuple[str, str]]) -> Outcome:
+        """Creates a job whose witnesses are to be computed from `inputs` ((sha256, name) pairs):
+        every partition in `synth_sending` (synth token 1). Returns as submit()."""
+        k = [keys.request(request_id or "-"), keys.jobs()] + [keys.slot(job_id, i) for i in range(len(inputs))]
+        flat = [x for pair in inputs for x in pair]
+        return self._run("submit_inputs", job_id, FINALIZE_SLOT, k, (
+            request_id or "", priority, zkey_sha, len(inputs), self.settings.send_grace_s, wasm_sha, wasm_name,
+            *flat))
+
+    def _run_synth(self, name: str, job_id: str, index: int, extra_args=()) -> Outcome:
+        return self._run(name, job_id, int(index), extra_args=extra_args)
+
+    def synth_claim(self, job_id: str, index: int, token: int, worker: str, pid: int, *, run_s: float) -> Outcome:
+        """Starts a synthesis attempt: "ok" (attempt n, started at), or job_over, stale, done, busy."""
+        return self._run_synth("synth_claim", job_id, index, (
+            token, worker, pid, self.settings.lease_ttl_s, self.settings.max_attempts, run_s))
+
+    def synth_refresh(self, job_id: str, index: int, token: int, worker: str) -> str:
+        """Extends a synthesis lease: "ok", "overdue", "lost" or "job_over"."""
+        return self._run_synth("synth_refresh", job_id, index, (token, worker, self.settings.lease_ttl_s)).kind
+
+    def synth_done(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
+                   synth_s: float) -> Outcome:
+        """Records the stored witness and moves the partition to `sending`: "send" (partition
+        token), "stale" or "job_over"."""
+        return self._run_synth("synth_done", job_id, index, (
+            token, worker, witness_sha, f"{synth_s:.6f}", self.settings.send_grace_s))
+
+    def synth_fail_input(self, job_id: str, index: int, token: int, worker: str, reason: str) -> bool:
+        """Fails the job now: its input does not fit the circuit. False when not current."""
+        return self._run_synth("synth_fail_input", job_id, index, (token, worker, reason)).kind == "1"
+
+    def synth_mark_sent(self, job_id: str, index: int, token: int) -> bool:
+        """The synthesis message of (index, token) is on a queue."""
+        return self._run_synth("synth_mark_sent", job_id, index, (token, self.settings.queued_check_s)).kind == "1"
+
+    def synth_requeue(self, job_id: str, index: int, token: int, *, event: str, reason: str,
+                      require_expired: bool = False) -> Outcome:
+        """Puts a synthesis attempt back to `synth_sending` with a new token: "send" (token),
+        "failed" (attempts spent: the job failed), "stale", "skip", "job_over"."""
+        return self._run_synth("synth_requeue", job_id, index, (
+            token, int(require_expired), event, reason, self.settings.max_attempts, self.settings.send_grace_s))
+
+    def synth_reap(self, job_id: str, index: int) -> Outcome:
+        """The reaper's decision for a due synthesis deadline: "none", "resend" (token),
+        "check" (token) or "lost" (token, worker, overdue 1/0)."""
+        return self._run_synth("synth_reap", job_id, index, (self.settings.send_grace_s, self.settings.queued_check_s))

@@ -67,11 +67,16 @@ def _wait_and_write(job, args) -> int:
 
 def cmd_submit(args) -> int:
     with _client(args) as client:
-        job = client.submit(args.zkey, args.witnesses, priority=args.priority, request_id=args.request_id)
+        if args.wasm:      # the files are circuit inputs: workers compute the witnesses
+            job = client.submit(args.zkey, inputs=args.witnesses, wasm=args.wasm, priority=args.priority,
+                                request_id=args.request_id)
+        else:
+            job = client.submit(args.zkey, args.witnesses, priority=args.priority, request_id=args.request_id)
         if not args.wait:
             print(job.id)
             return EXIT_OK
-        print(f"submitted job {job.id} ({len(args.witnesses)} partitions)", file=sys.stderr)
+        print(f"submitted job {job.id} ({len(args.witnesses)} partitions"
+              + (", witnesses computed by workers)" if args.wasm else ")"), file=sys.stderr)
         return _wait_and_write(job, args)
 
 
@@ -82,7 +87,8 @@ def cmd_wait(args) -> int:
 
 def _status_dict(st) -> dict:
     return {"job": st.job_id, "state": st.state.value, "priority": st.priority.value,
-            "partitions": [{"index": p.index, "state": p.state.value, "attempts": p.attempts,
+            "partitions": [{"index": p.index, "state": p.state.value, "phase": p.phase, "attempts": p.attempts,
+                            "synth_attempts": p.synth_attempts,
                             "worker": p.worker, "timings_s": p.timings_s} for p in st.partitions],
             "timings_s": st.timings_s, "error": st.error, "bad_workers": st.bad_workers,
             "request_id": st.request_id}
@@ -101,7 +107,8 @@ def cmd_status(args) -> int:
                 print(f"  error: {st.error}")
             for p in st.partitions:
                 t = " ".join(f"{k}={v:.3f}" for k, v in p.timings_s.items())
-                print(f"  partition {p.index}: {p.state.value}, {p.attempts} attempt(s)"
+                phase = f" ({p.phase})" if p.phase != p.state.value else ""
+                print(f"  partition {p.index}: {p.state.value}{phase}, {p.attempts} attempt(s)"
                       f"{', worker ' + p.worker if p.worker else ''}{'  ' + t if t else ''}")
             for bad in st.bad_workers:
                 print(f"  invalid proof of partition {bad['index']} from worker {bad['worker']}: {bad['reason']}")
@@ -167,7 +174,8 @@ def cmd_worker(args) -> int:
     # `coordinator` never import `workers`.
     from workers import spawn
     try:
-        return spawn.run(args.cpu, threads=args.threads, backend=args.backend)
+        extra = [] if args.synthesize is None else ["--synthesize" if args.synthesize else "--no-synthesize"]
+        return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra)
     except LookupError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -220,9 +228,13 @@ def add_queue_commands(sub) -> None:
     waiting.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: forever)")
     waiting.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
-    s = sub.add_parser("submit", parents=[common, waiting], help="queue a proving job: one partition per witness")
+    s = sub.add_parser("submit", parents=[common, waiting],
+                       help="queue a proving job: one partition per witness (or per input.json, with --wasm)")
     s.add_argument("zkey")
-    s.add_argument("witnesses", nargs="+")
+    s.add_argument("witnesses", nargs="+", metavar="FILE",
+                   help=".wtns witnesses, or input.json files when --wasm is given")
+    s.add_argument("--wasm", default=None,
+                   help="the circuit's circom .wasm: FILEs are its input JSON, workers compute the witnesses")
     s.add_argument("--wait", action="store_true", help="wait for the verified proofs")
     s.add_argument("--priority", choices=[p.value for p in Priority], default="normal")
     s.add_argument("--request-id", default=None, help="idempotency key: the same id returns the same job")
@@ -256,6 +268,8 @@ def add_queue_commands(sub) -> None:
     wk.add_argument("--backend", choices=("cpu", "cuda"), default=None)
     wk.add_argument("--key-cache-bytes", type=int, default=None,
                     help="proving keys kept loaded per worker (default: $ZKQUEUE_KEY_CACHE_BYTES or 4 GiB)")
+    wk.add_argument("--synthesize", action=argparse.BooleanOptionalAction, default=None,
+                    help="take witness synthesis too (default: CPU workers do, GPU workers only prove)")
     wk.set_defaults(func=cmd_worker)
 
     d = sub.add_parser("demo", parents=[common],

@@ -54,14 +54,21 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def submit(self, zkey: str | Path, witnesses: Iterable[str | Path], *,
+    def submit(self, zkey: str | Path, witnesses: Iterable[str | Path] | None = None, *,
+               inputs: Iterable[dict | str | Path] | None = None, wasm: str | Path | None = None,
                priority: Priority | str = Priority.NORMAL, request_id: str | None = None) -> "Job":
         """Stores the key and witnesses (content addressed) and enqueues one partition per witness.
+
+        Or, with `inputs` (input.json objects or paths) and `wasm` (the circuit's circom .wasm)
+        instead of witnesses: stores them and enqueues one witness synthesis per input; workers
+        compute each witness and prove its partition as soon as it exists.
 
         The same `request_id` again returns the first job, whatever the arguments.
 
         Raises:
-            BadRequest: no witnesses, an unreadable file, or an unknown priority.
+            BadRequest: no witnesses (or inputs), both witnesses and inputs, inputs without a
+                wasm (or a wasm without inputs), an unreadable file, an input that is not a JSON
+                object, or an unknown priority.
             StoreError: the artifact store cannot be written.
             redis.RedisError, kombu.exceptions.OperationalError: Redis cannot be reached.
         """
@@ -70,7 +77,18 @@ class Client:
         except ValueError:
             raise BadRequest(f"unknown priority {priority!r}", expected=[p.value for p in Priority],
                              found=priority) from None
-        witnesses = list(witnesses)
+        if inputs is not None or wasm is not None:
+            if witnesses is not None:
+                raise BadRequest("give either witnesses or inputs (with wasm), not both",
+                                 expected="witnesses, or inputs + wasm", found="both")
+            if wasm is None:
+                raise BadRequest("inputs need the circuit's .wasm to compute their witnesses (wasm=...)",
+                                 expected="wasm=path/to/circuit.wasm", found=None)
+            if inputs is None:
+                raise BadRequest("a .wasm without inputs: give inputs=[input.json, ...]", expected=">= 1 input",
+                                 found=0)
+            return self._submit_inputs(zkey, list(inputs), wasm, priority, request_id)
+        witnesses = list(witnesses or [])
         if not witnesses:
             raise BadRequest("a job needs at least one witness", expected=">= 1", found=0)
         if request_id:
@@ -87,6 +105,47 @@ class Client:
         prio = priority.broker_priority
         for i in range(len(witness_shas)):
             self.scheduler.send(job_id, i, 1, priority=prio)
+        return Job(self, job_id)
+
+    def _submit_inputs(self, zkey, inputs: list, wasm, priority: Priority, request_id: str | None) -> "Job":
+        from groth16.errors import FormatError
+        from groth16.witness import parse_inputs
+
+        from . import synthesis
+        if not inputs:
+            raise BadRequest("a job needs at least one input", expected=">= 1", found=0)
+        if request_id:
+            existing = self.r.get(keys.request(request_id))
+            if existing:
+                return Job(self, _s(existing))
+        stored = []
+        for i, item in enumerate(inputs):
+            if isinstance(item, dict):
+                name, data = f"inputs[{i}]", json.dumps(item).encode()
+            elif isinstance(item, (str, Path)):
+                name = str(item)
+                try:
+                    data = Path(item).read_bytes()
+                except OSError as exc:
+                    raise BadRequest(f"{name}: cannot read: {exc.strerror or exc}", found=name) from None
+            else:
+                raise BadRequest(f"inputs[{i}]: expected a dict or the path of an input.json",
+                                 expected="dict or path", found=type(item).__name__)
+            try:
+                parse_inputs(data, source=name)   # a file that is not a JSON object fails here, not on a worker
+            except FormatError as exc:
+                raise BadRequest(str(exc), expected="a JSON object of signal names to values", found=name) from None
+            stored.append((self.store.put_bytes(data), name))
+        zkey_sha = self.store.put_file(zkey)
+        wasm_sha = self.store.put_file(wasm)
+        job_id = uuid.uuid4().hex
+        out = self.scheduler.barrier.submit_inputs(job_id, request_id=request_id, priority=priority.value,
+                                                   zkey_sha=zkey_sha, wasm_sha=wasm_sha, wasm_name=Path(wasm).name,
+                                                   inputs=stored)
+        if out.kind == "exists":
+            return Job(self, out.detail[0])
+        for i in range(len(stored)):
+            synthesis.send(self.scheduler, job_id, i, 1, priority=priority.broker_priority)
         return Job(self, job_id)
 
     def job(self, job_id: str) -> "Job":
@@ -153,15 +212,21 @@ class Job:
             timings = dict(res["timings_s"]) if res else {}
             if s.get("finished_at") and res:
                 timings["total_s"] = float(s["finished_at"]) - created
+            if s.get("synth_s"):
+                timings["synth_s"] = float(s["synth_s"])
             parts.append(PartitionStatus(
                 index=i, state=SlotState(s.get("state", "sending")), attempts=int(s.get("attempts", 0)),
                 worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
-                events=[e for e in events if str(e.get("slot")) == str(i)]))
+                events=[e for e in events if str(e.get("slot")) == str(i)],
+                synth_attempts=int(s.get("synth_attempts", 0))))
+        timings = self._timings(rec, created, list(results.values()))
+        if rec.get("wasm"):      # witnesses computed by workers: their total synthesis time
+            timings["synth_s"] = sum(p.timings_s.get("synth_s", 0.0) for p in parts)
         return JobStatus(
             job_id=self.id, state=JobState(rec["state"]), priority=Priority(rec["priority"]),
             n_partitions=n, created_at=created, finished_at=_f(rec.get("finished_at")),
             error=rec.get("error") or None, error_slot=rec.get("error_slot") or None, partitions=parts,
-            timings_s=self._timings(rec, created, list(results.values())),
+            timings_s=timings,
             bad_workers=[json.loads(b) for b in bad], request_id=rec.get("request_id") or None)
 
     @staticmethod

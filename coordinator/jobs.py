@@ -20,12 +20,25 @@ class JobState(str, Enum):
 
 class SlotState(str, Enum):
     IDLE = "idle"              # finalize only: not elected yet
+    SYNTH_SENDING = "synth_sending"  # inputs job: its witness synthesis message is being sent
+    SYNTH_QUEUED = "synth_queued"    # ... on the synthesis queue
+    SYNTHESIZING = "synthesizing"    # a worker computes its witness (under a lease)
     SENDING = "sending"        # message committed, being sent (the reaper re-sends if stuck)
     QUEUED = "queued"          # message on a queue
     RUNNING = "running"        # a worker holds the lease
     PROVED = "proved"          # result recorded, awaiting finalize
     VERIFIED = "verified"      # finalize accepted it (finalize slot: the job is done)
     FAILED = "failed"          # bad input: the job failed here
+
+    @property
+    def phase(self) -> str:
+        """What a person watching cares about: synthesizing (waiting for or computing its
+        witness), queued (witness ready, waiting for a prover), proving, proved, verified, failed."""
+        if self in (SlotState.SYNTH_SENDING, SlotState.SYNTH_QUEUED, SlotState.SYNTHESIZING):
+            return "synthesizing"
+        if self in (SlotState.SENDING, SlotState.QUEUED, SlotState.IDLE):
+            return "queued"
+        return "proving" if self == SlotState.RUNNING else self.value
 
 
 class Priority(str, Enum):
@@ -73,6 +86,12 @@ class PartitionStatus:
     worker: str | None
     timings_s: dict[str, float]
     events: list[dict]
+    synth_attempts: int = 0    # witness synthesis attempts (jobs submitted as inputs)
+
+    @property
+    def phase(self) -> str:
+        """synthesizing, queued, proving, proved, verified or failed (SlotState.phase)."""
+        return self.state.phase
 
 
 @dataclass

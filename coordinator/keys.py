@@ -46,7 +46,14 @@ themselves, in the same formats: deadline members "{job}|{slot}" for every slot 
 and, to expire an ended job, its keys from the prefix zkq:job:{job} and zkq:request:.
 
 Celery queues (lists in the same Redis, named by kombu): ``zkq.prove`` shared by all
-workers, and ``zkq.w.{worker}``, one per worker, for retries routed away from a bad worker.
+workers, ``zkq.w.{worker}``, one per worker, for retries routed away from a bad worker, and
+``zkq.synth``: witness synthesis (circuit .wasm + input JSON -> .wtns), taken by CPU workers.
+
+Synthesis (jobs submitted as inputs): the job hash adds wasm (sha256) and wasm_name; a slot
+starts in synth_sending -> synth_queued -> synthesizing, with input (sha256), input_name,
+synth_token, synth_attempts, synth_worker, synth_pid, synth_started_at, synth_run_deadline,
+synth_finished_at, synth_s; its deadline is the member "{job}|s{i}" of zkq:deadlines. Once
+its witness is stored it is an ordinary partition (sending, token 1).
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ from __future__ import annotations
 PREFIX = "zkq"
 FINALIZE_SLOT = "finalize"
 SHARED_QUEUE = "zkq.prove"
+SYNTH_QUEUE = "zkq.synth"
+SYNTH_PREFIX = "s"          # deadline member "{job}|s{i}": partition i's synthesis
 MEMBER_SEP = "|"
 
 
@@ -128,6 +137,18 @@ def runtime() -> str:
 def member(job_id: str, slot_name: str | int) -> str:
     """The deadlines/routed member naming one slot of one job."""
     return f"{job_id}{MEMBER_SEP}{slot_name}"
+
+
+def synth_member(job_id: str, index: int) -> str:
+    """The deadlines member of partition `index`'s witness synthesis."""
+    return f"{job_id}{MEMBER_SEP}{SYNTH_PREFIX}{index}"
+
+
+def synth_index(slot_name: str) -> int | None:
+    """The partition index of a synthesis member's slot part ("s3" -> 3), None for any other."""
+    if slot_name.startswith(SYNTH_PREFIX) and slot_name[len(SYNTH_PREFIX):].isdigit():
+        return int(slot_name[len(SYNTH_PREFIX):])
+    return None
 
 
 def parse_member(value: str) -> tuple[str, str]:

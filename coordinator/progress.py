@@ -10,14 +10,17 @@ from .jobs import JobStatus, SlotState
 
 
 def summary(st: JobStatus) -> str:
-    """e.g. "job 3f2a…: running 2/4 proved, 1 running, 1 queued (5 attempts, 1 invalid)"."""
+    """e.g. "job 3f2a…: running 2/4 proved, 1 running, 1 queued (5 attempts, 1 invalid)"; a job
+    submitted as inputs also says how many are synthesizing ("2 synthesizing, ...")."""
     done = st.count(SlotState.PROVED) + st.count(SlotState.VERIFIED)
     running = st.count(SlotState.RUNNING)
     queued = st.count(SlotState.QUEUED) + st.count(SlotState.SENDING)
+    synth = sum(1 for p in st.partitions if p.state.phase == "synthesizing")
     attempts = sum(p.attempts for p in st.partitions)
     extra = f", {len(st.bad_workers)} invalid" if st.bad_workers else ""
-    return (f"job {st.job_id[:12]}: {st.state.value} {done}/{st.n_partitions} proved, {running} running, "
-            f"{queued} queued ({attempts} attempts{extra})")
+    return (f"job {st.job_id[:12]}: {st.state.value} {done}/{st.n_partitions} proved, "
+            + (f"{synth} synthesizing, " if synth else "")
+            + f"{running} running, {queued} queued ({attempts} attempts{extra})")
 
 
 class Progress:

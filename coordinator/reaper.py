@@ -23,7 +23,7 @@ import time
 
 import redis
 
-from . import keys
+from . import keys, synthesis
 from .broker import queue_lists, unacked_slots, waiting_slots
 from .keys import FINALIZE_SLOT
 from .registry import redis_time
@@ -69,8 +69,13 @@ class Reaper:
             return 0
         acted = 0
         checks = []
+        synth_checks: list[tuple[str, int, int]] = []
         for raw in self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=500):
             job_id, slot = keys.parse_member(raw.decode())
+            index = keys.synth_index(slot)
+            if index is not None:         # a witness being computed (coordinator/synthesis.py)
+                acted += synthesis.reap(self.s, job_id, index, synth_checks)
+                continue
             out = self.s.barrier.reap(job_id, slot)
             if out.kind == "resend":
                 log.warning("job %s %s: message not confirmed sent; sending it again", job_id, slot)
@@ -82,6 +87,8 @@ class Reaper:
                 checks.append((job_id, slot, int(out.detail[0])))
         if checks:
             acted += self._resend_missing(checks)
+        if synth_checks:
+            acted += synthesis.check_missing(self.s, synth_checks)
         acted += self._adopt_orphans()
         for raw in self.s.r.zrange(keys.routed(), 0, -1):
             job_id, slot = keys.parse_member(raw.decode())

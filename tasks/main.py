@@ -29,7 +29,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--worker-id", default=None)
     p.add_argument("--threads", type=int, default=None, help="backend threads (CPU)")
     p.add_argument("--loglevel", default=os.environ.get("ZKQUEUE_LOGLEVEL", "INFO"))
+    p.add_argument("--synthesize", action=argparse.BooleanOptionalAction, default=None,
+                   help="also take witness synthesis (zkq.synth); default: on for CPU devices, off for GPUs")
     return p.parse_args(argv)
+
+
+def queues(worker_id: str, device: str, synthesize: bool | None) -> list[str]:
+    """The queues this worker consumes, in the order it prefers them at equal priority: its
+    own, the shared proving queue, then synthesis (a witness already computed is proved
+    before the next is computed, so proofs come out while synthesis goes on)."""
+    from coordinator.keys import SHARED_QUEUE, SYNTH_QUEUE, worker_queue
+    if synthesize is None:
+        synthesize = not device.startswith("cuda:")     # GPUs prove; CPUs also synthesize
+    return [worker_queue(worker_id), SHARED_QUEUE] + ([SYNTH_QUEUE] if synthesize else [])
 
 
 def _check_backend(kind: str) -> None:
@@ -120,12 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     if fault.any:
         log.warning("TEST FAULT ACTIVE on worker %s: %s", worker_id, fault)
 
-    from . import finalize, partition  # noqa: F401  (registers the tasks before the pool forks)
+    from . import finalize, partition, synthesize  # noqa: F401  (registers the tasks before the pool forks)
     _install_signals(app, settings, worker_id)
-    from coordinator.keys import SHARED_QUEUE, worker_queue
     app.worker_main(argv=[
         "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
-        f"--queues={worker_queue(worker_id)},{SHARED_QUEUE}", f"--loglevel={args.loglevel}",
+        f"--queues={','.join(queues(worker_id, args.device, args.synthesize))}", f"--loglevel={args.loglevel}",
         "--without-mingle", "--without-gossip", "--prefetch-multiplier=1",
         # Celery's event heartbeat only feeds monitors (Flower); liveness is our own heartbeat.
         *([] if settings.task_events else ["--without-heartbeat"]),

@@ -4,6 +4,8 @@ on $ZKQUEUE_METRICS_PORT (workers/spawn.py gives worker i the base port + i):
     zkqueue_partitions_proved_total{curve}             partitions proved and recorded
     zkqueue_partitions_failed_total{reason}            input_error, retry (device or other failure)
     zkqueue_proving_seconds{curve,size}                histogram of proving time (size: domain size)
+    zkqueue_witnesses_synthesized_total{curve}         witnesses computed from inputs and stored
+    zkqueue_synthesis_seconds{curve,size}              histogram of witness synthesis time (size: witness length)
     zkqueue_key_cache_bytes                            proving keys held by the key cache
     zkqueue_key_cache_hits_total, _misses_total        key-cache lookups
     zkqueue_device_memory_used_bytes, _total_bytes     NVML, CUDA workers only
@@ -24,6 +26,10 @@ FAILED = Counter("zkqueue_partitions_failed", "Partitions that failed on this wo
 PROVING_SECONDS = Histogram("zkqueue_proving_seconds", "Seconds proving one partition (self-check excluded)",
                             ["curve", "size"],
                             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))
+SYNTHESIZED = Counter("zkqueue_witnesses_synthesized", "Witnesses computed from inputs and stored", ["curve"])
+SYNTHESIS_SECONDS = Histogram("zkqueue_synthesis_seconds", "Seconds computing one witness from its inputs",
+                              ["curve", "size"],
+                              buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
 KEY_CACHE_BYTES = Gauge("zkqueue_key_cache_bytes", "Bytes of proving keys held by the key cache")
 KEY_CACHE_HITS = Counter("zkqueue_key_cache_hits", "Key-cache lookups served from the cache")
 KEY_CACHE_MISSES = Counter("zkqueue_key_cache_misses", "Key-cache lookups that loaded the key")
@@ -34,6 +40,11 @@ _started_port: int | None = None
 def proved(curve: str, size: int, seconds: float) -> None:
     PROVED.labels(curve).inc()
     PROVING_SECONDS.labels(curve, str(size)).observe(seconds)
+
+
+def synthesized(curve: str, size: int, seconds: float) -> None:
+    SYNTHESIZED.labels(curve).inc()
+    SYNTHESIS_SECONDS.labels(curve, str(size)).observe(seconds)
 
 
 def failed(reason: str) -> None:

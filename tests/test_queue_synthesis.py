@@ -1,0 +1,148 @@
+"""Witness synthesis on the queue, through real Redis and real worker processes: jobs submitted
+as circuit inputs + the circom .wasm, each witness computed by a CPU worker, stored content
+addressed, and its partition proved as soon as it exists."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import snarkjs_verifies
+from queue_support import CHAIN, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
+
+from coordinator import keys
+from coordinator.errors import BadRequest, JobFailed
+from coordinator.jobs import JobState, SlotState
+
+ZKEY = CHAIN / "circuit_final.zkey"
+WASM = CHAIN / "circuit_js" / "circuit.wasm"
+VK = CHAIN / "verification_key.json"
+FIXTURE_INPUTS = [CHAIN / "partitions" / f"input_{i}.json" for i in range(4)]
+
+
+def _inputs(tmp_path, n: int) -> list:
+    """The fixture's 4 inputs, then more for the same chain circuit (any x and pub are valid:
+    every signal is computed from them; circuit.circom)."""
+    paths = list(FIXTURE_INPUTS[:n])
+    for i in range(len(paths), n):
+        p = tmp_path / f"input_{i}.json"
+        p.write_text(json.dumps({"pub": [str(3 + i), str(5 + i), str(7 + i), str(11 + i)], "x": str(1000 + 17 * i)}))
+        paths.append(p)
+    return paths
+
+
+def _events(st, name: str) -> list[dict]:
+    return sorted((e for p in st.partitions for e in p.events if e["event"] == name), key=lambda e: e["at"])
+
+
+def _verify_all(partitions, tmp_path) -> None:
+    for p in partitions:
+        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
+        proof.write_text(json.dumps(p.proof))
+        public.write_text(json.dumps(p.public_signals))
+        assert snarkjs_verifies(VK, public, proof), f"snarkjs rejects partition {p.index}"
+
+
+def test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exists(queue, tmp_path):
+    group = queue.start_workers(1)
+    queue.ready(group)
+    client = queue.client()
+    inputs = _inputs(tmp_path, 8)
+    job = client.submit(ZKEY, inputs=inputs, wasm=WASM)
+    result = job.wait(180)
+
+    st = job.status()
+    assert st.state == JobState.DONE
+    synthesized, proved = _events(st, "synthesized"), _events(st, "proved")
+    assert sorted(int(e["slot"]) for e in synthesized) == list(range(8))
+    assert sorted(int(e["slot"]) for e in proved) == list(range(8))
+    # Pipelined: a proof was recorded before the last witness was computed.
+    assert proved[0]["at"] < synthesized[-1]["at"], (proved, synthesized)
+    # Every witness once, and each partition proved only after its own witness existed.
+    for p in st.partitions:
+        assert p.synth_attempts == 1 and len(slot_events(st, p.index, "synth_started")) == 1
+        assert slot_events(st, p.index, "synthesized")[0]["at"] <= slot_events(st, p.index, "proved")[0]["at"]
+        assert p.timings_s["synth_s"] > 0
+    assert st.timings_s["synth_s"] > 0
+
+    # The stored witnesses are content addressed and equal the ones snarkjs computed.
+    for i in range(4):
+        sha = queue.r.hget(keys.slot(job.id, i), "witness").decode()
+        expected = (CHAIN / "partitions" / f"witness_{i}.wtns").read_bytes()
+        assert sha == hashlib.sha256(expected).hexdigest(), f"witness {i} differs from snarkjs's"
+    _verify_all(result.partitions, tmp_path)
+
+    t0 = st.created_at
+    timeline = [(round(e["at"] - t0, 3), e["event"], int(e["slot"])) for e in
+                sorted(synthesized + proved + _events(st, "synth_started"), key=lambda e: e["at"])]
+    print("timeline (s after submit, event, partition):", *timeline, sep="\n  ")
+
+
+def test_a_bad_input_fails_the_job_at_once_naming_the_file_without_retries(queue, tmp_path):
+    group = queue.start_workers(1)
+    queue.ready(group)
+    bad = tmp_path / "bad_input.json"
+    bad.write_text(json.dumps({"pub": ["1", "2", "3", "4"], "x": "5", "y": "6"}))
+    inputs = [FIXTURE_INPUTS[0], bad, *FIXTURE_INPUTS[1:]]
+    job = queue.client().submit(ZKEY, inputs=inputs, wasm=WASM)
+    with pytest.raises(JobFailed) as info:
+        job.wait(60)
+    message = str(info.value)
+    assert f'partition 1: {bad}: unknown input signal "y": circuit.wasm has no input of that name' in message
+
+    st = job.status()
+    assert st.state == JobState.FAILED and st.error_slot == "1"
+    failed = st.partitions[1]
+    assert failed.state == SlotState.FAILED
+    assert failed.synth_attempts == 1
+    assert len(slot_events(st, 1, "synth_started")) == 1
+    [err] = _events(st, "input_error")
+    assert err["slot"] == "1" and "unknown input signal" in err["reason"]
+    assert not _events(st, "retry") and not _events(st, "lost")
+    # At once: failed by the attempt that found it, not after retries or a deadline.
+    assert st.finished_at - slot_events(st, 1, "synth_started")[0]["at"] < 5.0
+    # The inputs after it are never computed; nothing is left for the reaper.
+    assert all(p.synth_attempts == 0 for p in st.partitions[2:])
+    wait_until(lambda: not [m for m in queue.r.zrange(keys.deadlines(), 0, -1) if m.decode().startswith(job.id)],
+               10, "the job's deadlines to be dropped")
+
+
+def test_cli_submit_wasm_wait_writes_verified_proofs(queue, tmp_path):
+    group = queue.start_workers(1)
+    queue.ready(group)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", "submit", ZKEY, "--wasm", WASM,
+                           *FIXTURE_INPUTS[:3], "--out", out, "--wait", "--timeout", "120"],
+                          env=queue.env(), cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "3 verified proofs" in proc.stdout
+    assert "synthesizing" in proc.stderr, proc.stderr       # the progress shows the synthesis phase
+    job_id = proc.stderr.split("submitted job ")[1].split()[0]
+    for i in range(3):
+        assert snarkjs_verifies(VK, out / f"public_{i}.json", out / f"proof_{i}.json"), i
+    status = subprocess.run([sys.executable, "-m", "coordinator.cli", "status", job_id, "--json"], env=queue.env(),
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    parts = json.loads(status.stdout)["partitions"]
+    assert [(p["phase"], p["synth_attempts"]) for p in parts] == [("verified", 1)] * 3
+
+
+def test_submit_refuses_unclear_requests(queue, tmp_path):
+    client = queue.client()
+    witness = CHAIN / "partitions" / "witness_0.wtns"
+    with pytest.raises(BadRequest, match="either witnesses or inputs"):
+        client.submit(ZKEY, [witness], inputs=FIXTURE_INPUTS[:1], wasm=WASM)
+    with pytest.raises(BadRequest, match=r"inputs need the circuit's \.wasm"):
+        client.submit(ZKEY, inputs=FIXTURE_INPUTS[:1])
+    with pytest.raises(BadRequest, match="a .wasm without inputs"):
+        client.submit(ZKEY, wasm=WASM)
+    not_json = tmp_path / "in.json"
+    not_json.write_text("{pub: 1")
+    with pytest.raises(BadRequest, match=f"{not_json}: not valid JSON"):
+        client.submit(ZKEY, inputs=[not_json], wasm=WASM)
+    with pytest.raises(BadRequest, match="missing.json: cannot read"):
+        client.submit(ZKEY, inputs=[tmp_path / "missing.json"], wasm=WASM)
+    assert not queue.r.keys(keys.job("*"))     # nothing was submitted
