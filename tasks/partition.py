@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 
 from coordinator import keys
 from coordinator.broker import TASK_PROVE
