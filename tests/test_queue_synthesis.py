@@ -146,3 +146,55 @@ def test_submit_refuses_unclear_requests(queue, tmp_path):
     with pytest.raises(BadRequest, match="missing.json: cannot read"):
         client.submit(ZKEY, inputs=[tmp_path / "missing.json"], wasm=WASM)
     assert not queue.r.keys(keys.job("*"))     # nothing was submitted
+
+
+def test_a_vanished_synthesis_worker_is_replaced_by_the_reaper(queue, tmp_path):
+    client = queue.client()
+    job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
+    # A worker that claims synthesis 0 and dies at once (it never refreshes its lease).
+    assert client.scheduler.barrier.synth_claim(job.id, 0, 1, "ghost", 999999, run_s=600).kind == "ok"
+    group = queue.start_workers(1, env={"ZKQUEUE_LEASE_TTL_S": 2})
+    queue.ready(group)
+    result = job.wait(60)
+    _verify_all(result.partitions[:1], tmp_path)
+    st = job.status()
+    assert st.partitions[0].synth_attempts == 2 and st.partitions[1].synth_attempts == 1
+    [lost] = slot_events(st, 0, "lost")
+    assert lost["worker"] == "ghost" and "stopped renewing its lease on synthesis 0" in lost["reason"]
+    # The dead attempt's late result changes nothing.
+    assert client.scheduler.barrier.synth_done(job.id, 0, 1, "ghost", "0" * 64, 0.1).kind == "job_over"
+
+
+def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
+    from coordinator.client import Client
+    from coordinator.reaper import Reaper
+    client = Client(settings=queue.settings(max_attempts=2, lease_ttl_s=1.0))
+    queue.clients.append(client)
+    b, reaper = client.scheduler.barrier, Reaper(client.scheduler)
+    job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:1], wasm=WASM)      # no worker: only the "ghosts" claim
+
+    assert b.synth_claim(job.id, 0, 1, "ghost1", 1, run_s=600).kind == "ok"
+    wait_until(lambda: reaper.tick() > 0, 10, "the reaper to take the expired synthesis lease")
+    assert queue.r.hget(keys.slot(job.id, 0), "synth_token") == b"2"
+    assert b.synth_claim(job.id, 0, 1, "ghost1", 1, run_s=600).kind == "stale"
+    assert b.synth_done(job.id, 0, 1, "ghost1", "0" * 64, 0.1).kind == "stale"
+    assert b.synth_fail_input(job.id, 0, 1, "ghost1", "late") is False
+    assert job.status().state == JobState.RUNNING
+
+    assert b.synth_claim(job.id, 0, 2, "ghost2", 2, run_s=600).kind == "ok"
+    wait_until(lambda: reaper.tick() > 0, 10, "the reaper to take the second expired lease")
+    st = job.status()
+    assert st.state == JobState.FAILED and st.error_slot == "0"
+    assert st.error == (f"partition 0: synthesis of {FIXTURE_INPUTS[0]} gave up after 2 attempts; last: "
+                        "worker ghost2 stopped renewing its lease on synthesis 0 (killed or hung)")
+    assert not [m for m in queue.r.zrange(keys.deadlines(), 0, -1) if m.decode().startswith(job.id)]
+
+
+def test_gpu_workers_prove_only_unless_told_and_cpu_workers_do_both():
+    from tasks.main import queues
+    assert keys.SYNTH_QUEUE in queues("w", "cpu:0", None)
+    assert keys.SYNTH_QUEUE not in queues("w", "cuda:0", None)
+    assert keys.SYNTH_QUEUE in queues("w", "cuda:0", True)
+    assert keys.SYNTH_QUEUE not in queues("w", "cpu:0", False)
+    # Proving comes before synthesis at equal priority: a computed witness is proved first.
+    assert queues("w", "cpu:0", None)[1:] == [keys.SHARED_QUEUE, keys.SYNTH_QUEUE]
