@@ -33,7 +33,7 @@ SCRIPTS = ("submit", "claim", "refresh", "record", "mark_sent", "requeue", "reap
            "fail_input", "reprove", "finish", "cancel",
            # Witness synthesis (jobs submitted as inputs + a circuit .wasm): coordinator/synthesis.py
            "submit_inputs", "synth_claim", "synth_refresh", "synth_done", "synth_fail_input", "synth_mark_sent",
-           "synth_requeue", "synth_reap")
+           "synth_requeue", "synth_reap", "synth_resend")
 
 
 @cache
@@ -231,3 +231,10 @@ class Barrier:
         """The reaper's decision for a due synthesis deadline: "none", "resend" (token),
         "check" (token) or "lost" (token, worker, overdue 1/0)."""
         return self._run_synth("synth_reap", job_id, index, (self.settings.send_grace_s, self.settings.queued_check_s))
+
+    def synth_resend(self, job_id: str, index: int, token: int, orphan_tag: str = "") -> bool:
+        """A queued synthesis message is missing, or (`orphan_tag`) its unacknowledged copy lost
+        its consumer (dropped here): True when the caller is to send it again (same token)."""
+        from .broker import UNACKED_HASH, UNACKED_INDEX
+        return self._run("synth_resend", job_id, int(index), [UNACKED_HASH, UNACKED_INDEX],
+                         (token, self.settings.send_grace_s, orphan_tag)).kind == "resend"

@@ -145,6 +145,12 @@ class Reaper:
             first = seen[tag] = self._unacked_seen.get(tag, now)
             if now - first < self.s.settings.orphan_grace_s:
                 continue
+            index = keys.synth_index(slot)
+            if index is not None:
+                if synthesis.adopt(self.s, job_id, index, token, tag):
+                    seen.pop(tag)
+                    acted += 1
+                continue
             state, current = self.s.r.hmget(keys.slot(job_id, slot), "state", "token")
             if state != b"queued" or current is None or int(current) != token:
                 continue      # claimed (the slot's own deadlines cover it now), or a stale copy

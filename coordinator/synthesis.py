@@ -62,6 +62,20 @@ def reap(s: Scheduler, job_id: str, index: int, checks: list[tuple[str, int, int
     return 0
 
 
+def adopt(s: Scheduler, job_id: str, index: int, token: int, tag: str) -> bool:
+    """Sends again a synthesis message whose consumer died after taking it and before claiming
+    it (unacknowledged for orphan_grace_s: the reaper's caller checks that). True when it did."""
+    state, current = s.r.hmget(keys.slot(job_id, index), "state", "synth_token")
+    if state != b"synth_queued" or current is None or int(current) != token:
+        return False         # claimed (its lease covers it now), or a stale copy
+    if not s.barrier.synth_resend(job_id, index, token, tag):
+        return False
+    log.warning("job %s synthesis %d: its message was taken by a worker that died before starting it; "
+                "sending it again", job_id, index)
+    send(s, job_id, index, token)
+    return True
+
+
 def check_missing(s: Scheduler, checks: list[tuple[str, int, int]]) -> int:
     """Sends again (same token) the queued synthesis messages that are on no queue and
     delivered to no consumer. Returns how many."""
@@ -70,10 +84,8 @@ def check_missing(s: Scheduler, checks: list[tuple[str, int, int]]) -> int:
     for job_id, index, token in checks:
         if (job_id, f"{keys.SYNTH_PREFIX}{index}", token) in present:
             continue
-        state, current = s.r.hmget(keys.slot(job_id, index), "state", "synth_token")
-        if state != b"synth_queued" or current is None or int(current) != token:
-            continue
-        log.warning("job %s synthesis %d: its message is gone from the broker; sending it again", job_id, index)
-        s.sender.send_synthesis(job_id, index, token, priority=s.priority_of(job_id))
-        acted += 1
+        if s.barrier.synth_resend(job_id, index, token):
+            log.warning("job %s synthesis %d: its message is gone from the broker; sending it again", job_id, index)
+            send(s, job_id, index, token)
+            acted += 1
     return acted

@@ -8,6 +8,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ from conftest import snarkjs_verifies
 from queue_support import CHAIN, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
 
 from coordinator import keys
+from coordinator.broker import queue_lists
 from coordinator.errors import BadRequest, JobFailed
 from coordinator.jobs import JobState, SlotState
 
@@ -188,6 +190,32 @@ def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
     assert st.error == (f"partition 0: synthesis of {FIXTURE_INPUTS[0]} gave up after 2 attempts; last: "
                         "worker ghost2 stopped renewing its lease on synthesis 0 (killed or hung)")
     assert not [m for m in queue.r.zrange(keys.deadlines(), 0, -1) if m.decode().startswith(job.id)]
+
+
+def test_synthesis_messages_lost_from_the_broker_or_orphaned_are_sent_again(queue):
+    from test_queue_failures import _TAKE_ONE
+    from coordinator.client import Client
+    client = Client(settings=queue.settings(queued_check_s=2.0))      # its deadlines are the submitter's
+    queue.clients.append(client)
+    job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
+    # One message is taken by a real consumer that is SIGKILLed before it starts it (kombu alone
+    # would restore it after an hour); the other is deleted from the broker.
+    taker = subprocess.Popen([sys.executable, "-c", _TAKE_ONE, queue.redis_url, keys.SYNTH_QUEUE],
+                             env=queue.env(), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert taker.stdout.readline().strip() == "taken"
+    taker.kill()
+    taker.wait()
+    assert queue.r.hlen("unacked") == 1
+    assert sum(queue.r.delete(name) for name in queue_lists(keys.SYNTH_QUEUE)) == 1
+    group = queue.start_workers(1, env={"ZKQUEUE_QUEUED_CHECK_S": 2})
+    queue.ready(group)
+    started = time.monotonic()
+    job.wait(60)
+    assert time.monotonic() - started <= 20
+    st = job.status()
+    assert sorted(int(e["slot"]) for e in _events(st, "resent")) == [0, 1]
+    assert [p.synth_attempts for p in st.partitions] == [1, 1]
+    wait_until(lambda: queue.r.hlen("unacked") == 0, 10, "every delivered message to be acknowledged")
 
 
 def test_gpu_workers_prove_only_unless_told_and_cpu_workers_do_both():
