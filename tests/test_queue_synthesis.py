@@ -226,3 +226,22 @@ def test_gpu_workers_prove_only_unless_told_and_cpu_workers_do_both():
     assert keys.SYNTH_QUEUE not in queues("w", "cpu:0", False)
     # Proving comes before synthesis at equal priority: a computed witness is proved first.
     assert queues("w", "cpu:0", None)[1:] == [keys.SHARED_QUEUE, keys.SYNTH_QUEUE]
+
+
+def test_a_synthesis_failing_for_another_reason_is_retried_up_to_the_cap(queue):
+    client = queue.client()
+    job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:1], wasm=WASM)
+    # The input vanishes from the store (as a lagging shared store shows it): not the input's
+    # fault, so it is retried, and the job fails when the attempts are spent.
+    sha = queue.r.hget(keys.slot(job.id, 0), "input").decode()
+    client.store.local_path(sha).unlink()
+    group = queue.start_workers(1)
+    queue.ready(group)
+    with pytest.raises(JobFailed) as info:
+        job.wait(60)
+    max_attempts = client.settings.max_attempts
+    assert (f"partition 0: synthesis of {FIXTURE_INPUTS[0]} gave up after {max_attempts} attempts; last: "
+            f"ArtifactMissing: artifact {sha} is not in the store") in str(info.value)
+    st = job.status()
+    assert st.partitions[0].synth_attempts == max_attempts
+    assert len(slot_events(st, 0, "retry")) == max_attempts and not slot_events(st, 0, "input_error")
