@@ -17,6 +17,7 @@ if tag ~= '' then
 end
 redis.call('HSET', KEYS[2], 'state', 'synth_sending')
 redis.call('ZADD', KEYS[3], now + send_grace_s, job_id .. sep .. 's' .. slot)
-event({event = 'resent', reason = tag ~= '' and 'its synthesis message was taken by a worker that died before starting it'
-                                  or 'its synthesis message was not on any queue'})
+event({event = 'resent',
+       reason = tag ~= '' and 'its synthesis message was taken by a worker that died before starting it'
+                          or 'its synthesis message was not on any queue'})
 return {'resend'}
