@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import snarkjs_verifies
-from queue_support import CHAIN, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
+from queue_support import (CHAIN, PARTITIONS, ROOT, WorkerGroup, queue, slot_events,  # noqa: F401  (fixtures)
+                           wait_until)
 
 from coordinator import keys
 from coordinator.broker import queue_lists
@@ -216,6 +217,36 @@ def test_synthesis_messages_lost_from_the_broker_or_orphaned_are_sent_again(queu
     assert sorted(int(e["slot"]) for e in _events(st, "resent")) == [0, 1]
     assert [p.synth_attempts for p in st.partitions] == [1, 1]
     wait_until(lambda: queue.r.hlen("unacked") == 0, 10, "every delivered message to be acknowledged")
+
+
+def _worker_with_flags(queue, *flags) -> WorkerGroup:
+    """`zkqueue worker --cpu 1 FLAGS` in its own process group (killed at teardown)."""
+    log_path = queue.tmp / f"workers-{len(queue.groups)}.log"
+    env = queue.env()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "worker", "--cpu", "1", "--threads", "1",
+                                 *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    group = WorkerGroup(proc, log_path, 1, env)
+    queue.groups.append(group)
+    return group
+
+
+def test_a_worker_started_with_no_synthesize_only_proves(queue):
+    prover = _worker_with_flags(queue, "--no-synthesize")
+    queue.ready(prover)
+    client = queue.client()
+    from_inputs = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
+    from_witnesses = client.submit(ZKEY, PARTITIONS[:2])
+    from_witnesses.wait(60)           # the prover works, and took no synthesis meanwhile
+    st = from_inputs.status()
+    assert [(p.state, p.synth_attempts) for p in st.partitions] == [(SlotState.SYNTH_QUEUED, 0)] * 2
+    assert [p.phase for p in st.partitions] == ["synthesizing"] * 2
+    synthesizer = _worker_with_flags(queue, "--synthesize")
+    synth_id = queue.ready(synthesizer)[0]["worker"]
+    from_inputs.wait(60)
+    st = from_inputs.status()
+    assert {e["worker"] for e in _events(st, "synthesized")} == {synth_id}
 
 
 def test_gpu_workers_prove_only_unless_told_and_cpu_workers_do_both():
