@@ -103,6 +103,9 @@ def test_claim_lease_reaper_and_attempt_cap(queue):
     with pytest.raises(JobFailed, match="partition 0: gave up after 2 attempts") as info:
         job.wait(5)
     assert info.value.slot == "0"
+    # An ended job's keys expire (set by the script that ended it), each of them.
+    existing = [k for k in keys.all_job_keys(job.id, 1) if queue.r.exists(k)]
+    assert existing and all(0 < queue.r.ttl(k) <= settings.result_ttl_s for k in existing)
     sched.close()
 
 
