@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 
 from coordinator import keys
@@ -42,13 +41,12 @@ def pass_on(ctx: context.Context, job_id: str, slot, token: int, *, states: str,
     With none alive, it goes back on the shared queue, and after orphan_timeout_s of that
     the job fails, naming the builds at fault."""
     excluded = set((ctx.scheduler.r.hget(keys.slot(job_id, slot), "excluded") or b"").decode().split())
-    eligible = ctx.scheduler.eligible_workers(excluded | {ctx.worker_id})
-    route = eligible[int.from_bytes(os.urandom(2), "little") % len(eligible)] if eligible else ""
-    if not eligible:
+    route = ctx.scheduler.pick_route(excluded | {ctx.worker_id})   # "": no eligible worker is alive
+    if not route:
         time.sleep(1.0)   # nobody else to take it yet: do not spin the message through the queue
     out = ctx.scheduler.requeue(job_id, slot, token=token, states=states, event=event,
-                                reason=no_healthy_worker_reason(ctx, job_id, slot) if not eligible else why,
-                                route_to=route, counts_as_attempt=False, orphaned=not eligible)
+                                reason=why if route else no_healthy_worker_reason(ctx, job_id, slot),
+                                route_to=route, counts_as_attempt=False, orphaned=not route)
     return f"passed on ({out.kind}): {why}"
 
 

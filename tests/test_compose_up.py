@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +32,9 @@ from pathlib import Path
 
 import pytest
 
+from queue_support import wait_until
+from test_metrics import free_ports
+
 ROOT = Path(__file__).resolve().parent.parent
 SKIP = os.environ.get("ZKQUEUE_SKIP_COMPOSE") == "1"
 WORK = Path(os.environ.get("ZKQUEUE_CI_WORK") or "/tmp/zkqueue-ci")
@@ -44,22 +46,9 @@ DEMO_PARTITIONS = 4
 pytestmark = pytest.mark.skipif(SKIP, reason="ZKQUEUE_SKIP_COMPOSE=1: compose tests skipped on purpose")
 
 
-def poll(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
-    """Calls `predicate` until it returns something truthy (returned) or fails the test."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(interval_s)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def poll(predicate, timeout_s: float, what: str):
+    """wait_until at a pace that suits docker commands (each poll may run one)."""
+    return wait_until(predicate, timeout_s, what, interval_s=0.5)
 
 
 def run(cmd: list[str], *, env: dict, timeout_s: float, check: bool = True) -> subprocess.CompletedProcess:
@@ -216,7 +205,7 @@ def stack():
         base = run([str(ROOT / "scripts/base_images.sh")], env=env, timeout_s=900).stdout.strip().splitlines()[-1]
         times["base_image_s"] = round(time.monotonic() - t, 1)
         s = Stack(env=env, project=f"zkqci{os.getpid()}{secrets.token_hex(3)}", base_image=base,
-                  compose_cmd=compose_cli(env), flower_port=free_port(), metrics_port=free_port(), times=times)
+                  compose_cmd=compose_cli(env), flower_port=free_ports(1), metrics_port=free_ports(1), times=times)
         env.update(BASE_IMAGE=base, REDIS_IMAGE=base, REDIS_PASSWORD=secrets.token_hex(16),
                    ZKQUEUE_FLOWER_AUTH=f"ci:{secrets.token_hex(12)}",
                    FLOWER_HOST_PORT=str(s.flower_port), METRICS_HOST_PORT=str(s.metrics_port))

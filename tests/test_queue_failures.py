@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 import redis
 
 from conftest import snarkjs_verifies
+from test_metrics import free_ports
 from queue_support import CHAIN, PARTITIONS, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
 
 from coordinator import keys, quarantine
@@ -221,14 +221,8 @@ def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue
     assert {p.worker for p in st.partitions} == {skewed_id, normal_id}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queue, tmp_path):
-    port = _free_port()
+    port = free_ports(1)
     data = tmp_path / "redis"
     data.mkdir()
     cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data), "--appendonly", "yes",
@@ -245,7 +239,10 @@ def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queu
         wait_until(lambda: _events(job.status(), "started"), 30, "a partition to start")
         server.send_signal(signal.SIGKILL)          # a crash: whatever was not fsynced is lost
         server.wait()
-        time.sleep(30)                               # unreachable for 30 s: the point of the test
+        crashed = time.monotonic()
+        # Unreachable for 30 s (the point of the test) while the workers and the client retry.
+        wait_until(lambda: not _pings(r) and time.monotonic() - crashed >= 30, 40, "30 s of Redis being down",
+                   interval_s=1.0)
         server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         result = job.wait(180)                       # the client reconnects too
         assert [p.index for p in result.partitions] == [0, 1, 2, 3]
