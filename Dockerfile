@@ -53,10 +53,12 @@ COPY . ./
 # Then: the native CPU kernels compiled into the image, not at the first partition; and in the
 # GPU image, a check that needs no GPU: CuPy imports, NVRTC and the CUDA runtime load from the
 # wheels, and NVRTC compiles zkqueue's CUDA kernels (scripts/gpu_image_check.py).
+# (From /: here ./zkqueue would shadow the installed package, which holds the mapped folders.)
 RUN pip install --no-deps . \
  && pip check \
- && python -c 'from groth16 import native; native.library_path()' \
- && if [ "$GPU" = "1" ]; then cd / && python /opt/zkqueue/src/scripts/gpu_image_check.py; fi \
+ && cd / \
+ && python -c 'from zkqueue.groth16 import native; native.library_path()' \
+ && if [ "$GPU" = "1" ]; then python /opt/zkqueue/src/scripts/gpu_image_check.py; fi \
  && rm -rf /opt/zkqueue/src
 
 WORKDIR /

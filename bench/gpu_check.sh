@@ -185,11 +185,11 @@ EOF
 fi
 export PATH="$(dirname "$PY"):$PATH"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-ZKQ=("$PY" -m coordinator.cli)     # the `zkqueue` console script, whatever the venv's bin holds
+ZKQ=("$PY" -m zkqueue.coordinator.cli)     # the `zkqueue` console script, whatever the venv's bin holds
 if [ $SETUP_OK = 1 ]; then
     "$PY" - <<'EOF' || { SETUP_OK=0; SETUP_NOTE+="${SETUP_NOTE:+; }the CUDA backend cannot run here (cuda_status above)"; }
 import sys
-from groth16.backends import cuda_status
+from zkqueue.groth16.backends import cuda_status
 ok, why = cuda_status()
 print(("CUDA usable: " if ok else "CUDA NOT usable: ") + why)
 sys.exit(0 if ok else 1)
@@ -212,7 +212,7 @@ if [ $SETUP_OK = 1 ]; then
     CLIMIT=$(( LEFT > 300 ? LEFT : 300 ))
     timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bn128 ${EMU[@]+"${EMU[@]}"} >"$WORK/compile_bn128.log" 2>&1 & P1=$!
     timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bls12381 ${EMU[@]+"${EMU[@]}"} >"$WORK/compile_bls12381.log" 2>&1 & P2=$!
-    timeout "$CLIMIT" "$PY" -c "from groth16 import native; print('CPU library', native.library_path())" \
+    timeout "$CLIMIT" "$PY" -c "from zkqueue.groth16 import native; print('CPU library', native.library_path())" \
         >"$WORK/compile_cpu.log" 2>&1 & P3=$!
     BUILD_FAILED=""
     for job in "bn128:$P1" "bls12381:$P2" "cpu:$P3"; do
@@ -329,7 +329,7 @@ EOF
 import json, os, subprocess, sys, time
 deadline = time.monotonic() + 60
 while True:
-    out = subprocess.run([sys.executable, "-m", "coordinator.cli", "status", "--json"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "status", "--json"], capture_output=True, text=True)
     workers = json.loads(out.stdout)["workers"] if out.returncode == 0 else []
     backends = sorted(w.get("fingerprint", {}).get("backend", "?") for w in workers)
     if "cuda" in backends and "cpu" in backends:

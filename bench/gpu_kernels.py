@@ -46,9 +46,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from groth16 import curves  # noqa: E402
-from groth16.backends import cuda  # noqa: E402
-from groth16.backends.cuda import CudaBackend  # noqa: E402
+from zkqueue.groth16 import curves  # noqa: E402
+from zkqueue.groth16.backends import cuda  # noqa: E402
+from zkqueue.groth16.backends.cuda import CudaBackend  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 CURVES = (curves.BN128, curves.BLS12381)
@@ -66,13 +66,13 @@ class Budget:
 
 def make_backend(curve, emulate: bool) -> CudaBackend:
     if emulate:
-        from groth16.backends.cuda_emu import EmulatedRuntime
+        from zkqueue.groth16.backends.cuda_emu import EmulatedRuntime
         return CudaBackend(curve, runtime=EmulatedRuntime(curve))
     return CudaBackend(curve)
 
 
 def cpu_backend(curve, threads: int | None):
-    from groth16.backends.cpu import CpuBackend
+    from zkqueue.groth16.backends.cpu import CpuBackend
     return CpuBackend(curve, threads=threads)
 
 
@@ -91,7 +91,7 @@ def timer(out: list):
 
 
 def fixture_key(curve):
-    from groth16.formats import zkey
+    from zkqueue.groth16.formats import zkey
     return zkey.read_zkey(FIXTURES / f"{curve.name}_chain_12" / "circuit_final.zkey")
 
 
@@ -303,8 +303,8 @@ def synthetic_key(curve, log_n: int, seed: int = 7):
     """A proving key and witness of domain 2^log_n: the fixture's header and points (tiled),
     random A and B rows over all signals, random witness. Proving it does the real work of
     that size; the proof is not meant to verify (there is no circuit behind it)."""
-    from groth16.formats.wtns import Witness
-    from groth16.formats.zkey import COEF_DTYPE, ZKey
+    from zkqueue.groth16.formats.wtns import Witness
+    from zkqueue.groth16.formats.zkey import COEF_DTYPE, ZKey
     fx = fixture_key(curve)
     rng = np.random.default_rng(seed)
     n = 1 << log_n
@@ -331,7 +331,7 @@ def synthetic_key(curve, log_n: int, seed: int = 7):
 @contextlib.contextmanager
 def fixed_randomness():
     """The prover's r and s fixed, so two backends must produce the same proof bytes."""
-    from groth16 import prover
+    from zkqueue.groth16 import prover
     real = prover.secrets
     seq = iter([123456789, 987654321] * 1000)
     prover.secrets = types.SimpleNamespace(randbelow=lambda _bound: next(seq))
@@ -368,7 +368,7 @@ def ntt_input(curve, log_n: int) -> np.ndarray:
 
 def run_kind(backend, curve, what: str, log_n: int, inputs=None):
     """Runs one measured operation on `backend`; returns its result (for digest)."""
-    from groth16 import prover
+    from zkqueue.groth16 import prover
     if what in ("msm_g1", "msm_g2"):
         pts, sc = inputs or msm_inputs(curve, what == "msm_g2", log_n)
         return (backend.msm_g2 if what == "msm_g2" else backend.msm_g1)(pts, sc)
@@ -487,7 +487,7 @@ def time_all(args) -> int:
             x = host = None
             gpu.release_memory()
 
-    from groth16 import prover
+    from zkqueue.groth16 import prover
     for log_n in proof_logs:
         for curve in CURVES:
             n = 1 << log_n

@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from groth16 import encoding, native
-from groth16.backends.cpu import CpuBackend
-from groth16.curves import BLS12381, BN128
+from zkqueue.groth16 import encoding, native
+from zkqueue.groth16.backends.cpu import CpuBackend
+from zkqueue.groth16.curves import BLS12381, BN128
 
 
 def random_points(be: CpuBackend, g2: bool, n: int, rng: random.Random) -> np.ndarray:

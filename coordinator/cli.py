@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, new_parser, run_command
+from zkqueue.groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, new_parser, run_command
 
 from .errors import BadRequest, ConfigError, JobCancelled, JobFailed, JobNotFound, WaitTimeout
 
@@ -33,7 +33,7 @@ def _client(args):
 
 def write_result(result, out_dir: Path) -> None:
     """DIR/proof_<i>.json and DIR/public_<i>.json for every partition, as snarkjs writes them."""
-    from groth16.formats.jsonfiles import write_json
+    from zkqueue.groth16.formats.jsonfiles import write_json
     out_dir.mkdir(parents=True, exist_ok=True)
     for p in result.partitions:
         write_json(out_dir / f"proof_{p.index}.json", p.proof)
@@ -172,7 +172,7 @@ def cmd_worker(args) -> int:
         os.environ["ZKQUEUE_KEY_CACHE_BYTES"] = str(args.key_cache_bytes)
     # The supervisor is the worker runtime's entry point; the library modules of
     # `coordinator` never import `workers`.
-    from workers import spawn
+    from zkqueue.workers import spawn
     try:
         extra = [] if args.synthesize is None else ["--synthesize" if args.synthesize else "--no-synthesize"]
         return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra)
@@ -181,7 +181,7 @@ def cmd_worker(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from . import demo
+    from zkqueue import demo
     return demo.run(_settings(args), timeout_s=args.timeout, external=args.external)
 
 

@@ -108,8 +108,8 @@ class Client:
         return Job(self, job_id)
 
     def _submit_inputs(self, zkey, inputs: list, wasm, priority: Priority, request_id: str | None) -> "Job":
-        from groth16.errors import FormatError
-        from groth16.witness import parse_inputs
+        from zkqueue.groth16.errors import FormatError
+        from zkqueue.groth16.witness import parse_inputs
 
         from . import synthesis
         if not inputs:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from groth16 import curves
-from groth16.model import Proof
+from zkqueue.groth16 import curves
+from zkqueue.groth16.model import Proof
 
 
 def _num(v, bound: int) -> int:

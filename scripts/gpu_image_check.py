@@ -38,7 +38,7 @@ def from_wheel(name: str) -> str:
 def compile_module(curve) -> tuple[str, float, int]:
     from cupy.cuda import nvrtc
 
-    from groth16.backends import cuda
+    from zkqueue.groth16.backends import cuda
     start = time.monotonic()
     prog = nvrtc.createProgram(cuda.module_source(curve), f"zkq_{curve.name}.cu", [], [])
     try:
@@ -54,7 +54,7 @@ def main() -> None:
     import cupy
     from cupy.cuda import nvrtc, runtime
 
-    from groth16 import curves
+    from zkqueue.groth16 import curves
 
     nvrtc_version = nvrtc.getVersion()
     nvrtc_path = from_wheel("libnvrtc.so")

@@ -39,4 +39,4 @@ if [ ! -f .interop/node_modules/snarkjs/package.json ] || \
 fi
 
 # Build the native CPU kernels now rather than inside the first test.
-.venv/bin/python -c 'from groth16 import native; print("setup: native kernels at", native.library_path())'
+.venv/bin/python -c 'from zkqueue.groth16 import native; print("setup: native kernels at", native.library_path())'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from coordinator.settings import Settings
+from zkqueue.coordinator.settings import Settings
 
 from .config import worker_config
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator.broker import celery_config
-from coordinator.errors import ConfigError
-from coordinator.settings import Settings
+from zkqueue.coordinator.broker import celery_config
+from zkqueue.coordinator.errors import ConfigError
+from zkqueue.coordinator.settings import Settings
 
 
 def worker_config(settings: Settings) -> dict:

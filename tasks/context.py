@@ -12,13 +12,13 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from coordinator.scheduler import Scheduler
-from coordinator.settings import Settings
-from coordinator.store import ArtifactStore
-from workers import faults
-from workers.devices import Device, device_from_spec
-from workers.fingerprint import fingerprint
-from workers.proving import PartitionProver
+from zkqueue.coordinator.scheduler import Scheduler
+from zkqueue.coordinator.settings import Settings
+from zkqueue.coordinator.store import ArtifactStore
+from zkqueue.workers import faults
+from zkqueue.workers.devices import Device, device_from_spec
+from zkqueue.workers.fingerprint import fingerprint
+from zkqueue.workers.proving import PartitionProver
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Context:
         """How long an attempt on this key may run here before it counts as hung: a multiple
         of the measured proving time (plus loading, when the key is not in this process's
         cache), or the configured cap when nothing was measured yet."""
-        from coordinator import keys
+        from zkqueue.coordinator import keys
         field = f"{zkey_sha}|{self.device_class}"
         prove_s, load_s = self.scheduler.r.hmget(keys.runtime(), field, f"{field}|load")
         if prove_s is None:

@@ -11,12 +11,12 @@ import logging
 import os
 import time
 
-from coordinator import keys
-from coordinator.broker import TASK_FINALIZE
-from coordinator.keys import FINALIZE_SLOT
-from coordinator.proofs import proof_from_json
-from groth16.errors import Groth16Error, InputError
-from workers.lease import LeaseKeeper
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.broker import TASK_FINALIZE
+from zkqueue.coordinator.keys import FINALIZE_SLOT
+from zkqueue.coordinator.proofs import proof_from_json
+from zkqueue.groth16.errors import Groth16Error, InputError
+from zkqueue.workers.lease import LeaseKeeper
 
 from . import context
 from .app import app
@@ -27,8 +27,8 @@ log = logging.getLogger("zkqueue.finalize")
 
 def _check_all(ctx: context.Context, job_id: str, n: int, zkey_sha: str) -> tuple[list[dict], float]:
     """(the invalid partitions, seconds spent verifying)."""
-    from groth16 import verifier
-    from groth16.formats.wtns import read_wtns
+    from zkqueue.groth16 import verifier
+    from zkqueue.groth16.formats.wtns import read_wtns
 
     r = ctx.scheduler.r
     results = {k.decode(): json.loads(v) for k, v in r.hgetall(keys.results(job_id)).items()}

@@ -7,7 +7,7 @@ import json
 import logging
 import time
 
-from coordinator import keys
+from zkqueue.coordinator import keys
 
 from . import context
 

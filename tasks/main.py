@@ -1,4 +1,4 @@
-"""The Celery worker entry point of one device: `python -m tasks.main --device cpu:0 ...`.
+"""The Celery worker entry point of one device: `python -m zkqueue.tasks.main --device cpu:0 ...`.
 
 Started by `zkqueue worker` (workers/spawn.py), one process per device. Checks the
 configuration and the backend before Celery starts (exit status 2 when either fails), then
@@ -22,7 +22,7 @@ log = logging.getLogger("zkqueue.worker")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tasks.main", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m zkqueue.tasks.main", description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu:0", help="cpu:N or cuda:N (NVML index)")
     p.add_argument("--backend", choices=("cpu", "cuda"), default=None,
                    help="proving backend (default: the device's kind)")
@@ -38,7 +38,7 @@ def queues(worker_id: str, device: str, synthesize: bool | None) -> list[str]:
     """The queues this worker consumes, in the order it prefers them at equal priority: its
     own, the shared proving queue, then synthesis (a witness already computed is proved
     before the next is computed, so proofs come out while synthesis goes on)."""
-    from coordinator.keys import SHARED_QUEUE, SYNTH_QUEUE, worker_queue
+    from zkqueue.coordinator.keys import SHARED_QUEUE, SYNTH_QUEUE, worker_queue
     if synthesize is None:
         synthesize = not device.startswith("cuda:")     # GPUs prove; CPUs also synthesize
     return [worker_queue(worker_id), SHARED_QUEUE] + ([SYNTH_QUEUE] if synthesize else [])
@@ -47,14 +47,14 @@ def queues(worker_id: str, device: str, synthesize: bool | None) -> list[str]:
 def _check_backend(kind: str) -> None:
     """Raises groth16 BackendUnavailable / NativeBuildError when this device cannot prove."""
     if kind == "cpu":
-        from groth16 import native
+        from zkqueue.groth16 import native
         native.library_path()          # compiles now (cached), not in the middle of a partition
     else:
         # NVML and package metadata only: this parent forks the pool child that proves, and
         # CUDA initialised here would be unusable there. The child runs cuda_status().
-        from groth16.backends import cuda_preflight
-        from groth16.errors import BackendUnavailable
-        from workers.devices import cuda_driver_version
+        from zkqueue.groth16.backends import cuda_preflight
+        from zkqueue.groth16.errors import BackendUnavailable
+        from zkqueue.workers.devices import cuda_driver_version
         usable, why = cuda_preflight(cuda_driver_version())
         if not usable:
             raise BackendUnavailable(f"backend 'cuda' cannot run: {why}", expected="a usable GPU", found=why)
@@ -79,7 +79,7 @@ def fit_key_cache(budget_bytes: int, device: str) -> int:
     """
     import psutil
 
-    from coordinator.errors import ConfigError
+    from zkqueue.coordinator.errors import ConfigError
     limits = {"host memory available": psutil.virtual_memory().available}
     if device.startswith("cuda:"):
         try:   # NVML only: CUDA must not be initialised in this (parent) process
@@ -104,11 +104,11 @@ def fit_key_cache(budget_bytes: int, device: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from coordinator.errors import ConfigError
-    from coordinator.settings import Settings
-    from groth16.errors import Groth16Error
-    from workers import faults
-    from workers.devices import device_from_spec
+    from zkqueue.coordinator.errors import ConfigError
+    from zkqueue.coordinator.settings import Settings
+    from zkqueue.groth16.errors import Groth16Error
+    from zkqueue.workers import faults
+    from zkqueue.workers.devices import device_from_spec
 
     kind = args.device.partition(":")[0]
     backend = args.backend or kind
@@ -147,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
 def _install_signals(app, settings, worker_id: str) -> None:
     from celery import signals
 
-    from coordinator.keys import worker_queue
-    from coordinator.reaper import Reaper
-    from coordinator.scheduler import Scheduler
-    from workers.heartbeat import Heartbeat
+    from zkqueue.coordinator.keys import worker_queue
+    from zkqueue.coordinator.reaper import Reaper
+    from zkqueue.coordinator.scheduler import Scheduler
+    from zkqueue.workers.heartbeat import Heartbeat
 
     from . import context
 
@@ -160,7 +160,7 @@ def _install_signals(app, settings, worker_id: str) -> None:
     def _child_init(**_):
         # Proving happens in the pool child, so its counters are the ones to serve.
         if settings.metrics_port:
-            from workers import metrics
+            from zkqueue.workers import metrics
             metrics.start_server(settings.metrics_port)
 
     def info() -> dict:

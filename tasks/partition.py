@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 import os
 
-from coordinator import keys
-from coordinator.broker import TASK_PROVE
-from coordinator.errors import ArtifactCorrupt
-from coordinator.keys import FINALIZE_SLOT
-from groth16.errors import BackendUnavailable, InputError
-from workers import metrics
-from workers.lease import LeaseKeeper
-from workers.proving import SelfCheckFailed
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.broker import TASK_PROVE
+from zkqueue.coordinator.errors import ArtifactCorrupt
+from zkqueue.coordinator.keys import FINALIZE_SLOT
+from zkqueue.groth16.errors import BackendUnavailable, InputError
+from zkqueue.workers import metrics
+from zkqueue.workers.lease import LeaseKeeper
+from zkqueue.workers.proving import SelfCheckFailed
 
 from . import context
 from .app import app

@@ -20,12 +20,12 @@ import os
 import threading
 import time
 
-from coordinator import keys, synthesis
-from coordinator.broker import TASK_SYNTH
-from coordinator.errors import ArtifactCorrupt
-from groth16.errors import InputError
-from workers import metrics
-from workers.lease import LeaseKeeper
+from zkqueue.coordinator import keys, synthesis
+from zkqueue.coordinator.broker import TASK_SYNTH
+from zkqueue.coordinator.errors import ArtifactCorrupt
+from zkqueue.groth16.errors import InputError
+from zkqueue.workers import metrics
+from zkqueue.workers.lease import LeaseKeeper
 
 from . import context
 from .app import app
@@ -50,7 +50,7 @@ def calculator(ctx: context.Context, wasm_sha: str, wasm_name: str):
         calc = _calculators.get(wasm_sha)
     if calc is not None:
         return calc
-    from groth16.witness import WitnessCalculator
+    from zkqueue.groth16.witness import WitnessCalculator
     calc = WitnessCalculator(ctx.store.local_path(wasm_sha).read_bytes(), name=wasm_name)
     with _calc_lock:
         if len(_calculators) >= _MAX_CALCULATORS:
@@ -61,7 +61,7 @@ def calculator(ctx: context.Context, wasm_sha: str, wasm_name: str):
 
 def run_synthesis(job_id: str, index: int, token: int) -> str:
     """The body of synthesize; returns what happened (for logs, tests and Flower)."""
-    from groth16.witness import parse_inputs
+    from zkqueue.groth16.witness import parse_inputs
 
     ctx = context.get()
     s, b = ctx.scheduler, ctx.scheduler.barrier

@@ -68,7 +68,7 @@ def circom2(*args, cwd: Path) -> subprocess.CompletedProcess:
 
 def zkqueue(*args, check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
     """Runs the `zkqueue` command line in a child process, as a user would."""
-    return run([sys.executable, "-m", "groth16.cli", *args], check=check, timeout=timeout)
+    return run([sys.executable, "-m", "zkqueue.groth16.cli", *args], check=check, timeout=timeout)
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ import random
 
 import numpy as np
 
-from groth16.curves import Curve
-from groth16.encoding import g1_to_lem, g2_to_lem, scalars_to_bytes
+from zkqueue.groth16.curves import Curve
+from zkqueue.groth16.encoding import g1_to_lem, g2_to_lem, scalars_to_bytes
 
 
 class Fq2Ops:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from groth16.curves import Curve
+from zkqueue.groth16.curves import Curve
 
 # ---- Fq2 = Fq[u] / (u^2 + 1) -------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Helpers for the queue tests: a real Redis database, real worker process groups.
 
 The Redis URL is $ZKQUEUE_TEST_REDIS_URL (default redis://127.0.0.1:6379/13); the database
-is flushed before and after each test. Workers are `python -m coordinator.cli worker`
+is flushed before and after each test. Workers are `python -m zkqueue.coordinator.cli worker`
 process trees, each in its own session/process group, killed at teardown.
 """
 
@@ -44,7 +44,7 @@ def _build_native() -> None:
     """Builds the CPU kernels once, here, so worker start-up deadlines measure start-up only."""
     global _native_built
     if not _native_built:
-        from groth16 import native
+        from zkqueue.groth16 import native
         native.library_path()
         _native_built = True
 
@@ -89,11 +89,11 @@ class QueueEnv:
         return str(self.tmp / "store")
 
     def settings(self, **kw):
-        from coordinator.settings import Settings
+        from zkqueue.coordinator.settings import Settings
         return Settings.from_env(redis_url=self.redis_url, store_url=self.store_url, **kw)
 
     def client(self):
-        from coordinator.client import Client
+        from zkqueue.coordinator.client import Client
         c = Client(settings=self.settings())
         self.clients.append(c)
         return c
@@ -114,7 +114,7 @@ class QueueEnv:
         env = self.env(**extra, **(env or {}))
         log_path = self.tmp / f"workers-{len(self.groups)}.log"
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "coordinator.cli", "worker", "--cpu",
+            proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu",
                                      str(n), "--threads", str(threads)], cwd=ROOT, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         group = WorkerGroup(proc, log_path, n, env)
@@ -122,7 +122,7 @@ class QueueEnv:
         return group
 
     def heartbeats(self, group: WorkerGroup | None = None) -> list[dict]:
-        from coordinator.registry import Registry
+        from zkqueue.coordinator.registry import Registry
         beats = Registry(self.r, ttl_s=5).live()
         return [b for b in beats if group is None or b.get("pgid") == group.pgid]
 

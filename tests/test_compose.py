@@ -14,7 +14,7 @@ import yaml
 
 from queue_support import queue  # noqa: F401  (fixture)
 
-from coordinator.settings import Settings
+from zkqueue.coordinator.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -26,9 +26,9 @@ READ = re.compile(r"""(?:environ\.get\(|getenv\(|environ\[)\s*["'](ZKQUEUE_[A-Z0
 
 
 def parser():
-    from groth16.cli import add_commands, new_parser
+    from zkqueue.groth16.cli import add_commands, new_parser
 
-    from coordinator.cli import add_queue_commands
+    from zkqueue.coordinator.cli import add_queue_commands
     p, sub = new_parser()
     add_commands(sub)
     add_queue_commands(sub)
@@ -37,7 +37,7 @@ def parser():
 
 def variables_read() -> set[str]:
     names = {f"ZKQUEUE_{f.name.upper()}" for f in fields(Settings)}
-    for package in ("coordinator", "tasks", "workers", "groth16"):
+    for package in ("zkqueue", "coordinator", "tasks", "workers", "groth16"):
         for py in (ROOT / package).rglob("*.py"):
             names |= set(READ.findall(py.read_text()))
     return names
@@ -100,7 +100,7 @@ def test_flower_has_auth_and_the_demo_is_one_shot():
 def test_the_demo_services_command_proves_on_running_workers(queue):  # noqa: F811
     group = queue.start_workers(2)
     queue.ready(group)
-    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", *SERVICES["demo"]["command"][:2],
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", *SERVICES["demo"]["command"][:2],
                            "--timeout", "120"], cwd=ROOT, env=queue.env(), capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -126,9 +126,9 @@ def package_folders() -> set[str]:
     """Top-level folders the distribution's packages come from, per pyproject.toml."""
     import tomllib
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {p.split(".")[0].rstrip("*") for p in setuptools.get("packages", {}).get("find", {}).get("include", [])}
-    folders |= {d.split("/")[0] for d in setuptools.get("package-dir", {}).values() if d}
-    return {f for f in folders if f}
+    mapped = setuptools["package-dir"]
+    # A package not mapped lives in the folder its first name part names (`zkqueue` -> zkqueue/).
+    return {mapped[p] if p in mapped else p.split(".")[0] for p in setuptools["packages"] if "." not in p or p in mapped}
 
 
 def test_the_docker_build_context_holds_every_package():

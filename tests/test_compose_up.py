@@ -322,14 +322,14 @@ def verify_on_the_host(proofs: Path) -> None:
     """Verifies every proof_<i>.json / public_<i>.json in `proofs` against the bundled
     verification key with snarkjs (the independent verifier) where ./run-tests installed it,
     else with this checkout's `zkqueue verify`."""
-    vk = ROOT / "coordinator" / "demo_data" / "verification_key.json"
+    vk = ROOT / "zkqueue" / "demo_data" / "verification_key.json"
     snarkjs = ROOT / ".interop" / "node_modules" / ".bin" / "snarkjs"
     for i in range(DEMO_PARTITIONS):
         public, proof = proofs / f"public_{i}.json", proofs / f"proof_{i}.json"
         if snarkjs.exists():
             cmd = [str(snarkjs), "groth16", "verify", str(vk), str(public), str(proof)]
         else:
-            cmd = [sys.executable, "-m", "coordinator.cli", "verify", str(vk), str(public), str(proof)]
+            cmd = [sys.executable, "-m", "zkqueue.coordinator.cli", "verify", str(vk), str(public), str(proof)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, f"partition {i} did not verify: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
 

@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from groth16 import encoding, native
-from groth16.backends.cpu import CpuBackend, library
-from groth16.curves import BLS12381, BN128
-from groth16.errors import FormatError, InputError, NativeBuildError
+from zkqueue.groth16 import encoding, native
+from zkqueue.groth16.backends.cpu import CpuBackend, library
+from zkqueue.groth16.curves import BLS12381, BN128
+from zkqueue.groth16.errors import FormatError, InputError, NativeBuildError
 
 import oracle
 

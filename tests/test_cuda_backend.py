@@ -16,8 +16,8 @@ import pytest
 
 from conftest import fixture_dir
 from ec_reference import Group, expected_msm, random_points, scalar_rows, special_scalars
-from groth16 import curves
-from groth16.errors import InputError
+from zkqueue.groth16 import curves
+from zkqueue.groth16.errors import InputError
 
 pytestmark = pytest.mark.gpu
 CURVES = [curves.BN128, curves.BLS12381]
@@ -25,7 +25,7 @@ CURVES = [curves.BN128, curves.BLS12381]
 
 @pytest.fixture(scope="module")
 def gpu_ready():
-    from groth16.backends import cuda_status
+    from zkqueue.groth16.backends import cuda_status
     ok, why = cuda_status()
     if not ok:
         pytest.skip(f"no usable GPU: {why}")
@@ -35,14 +35,14 @@ def gpu_ready():
 @pytest.fixture(scope="module", params=CURVES, ids=lambda c: c.name)
 def pair(request, gpu_ready):
     """(cuda backend, cpu backend) for one curve."""
-    from groth16.backends.cpu import CpuBackend
-    from groth16.backends.cuda import CudaBackend
+    from zkqueue.groth16.backends.cpu import CpuBackend
+    from zkqueue.groth16.backends.cuda import CudaBackend
     curve = request.param
     return CudaBackend(curve), CpuBackend(curve)
 
 
 def fixture_key(curve_name: str, log2: int = 12):
-    from groth16.formats import wtns, zkey
+    from zkqueue.groth16.formats import wtns, zkey
     d = fixture_dir(f"{curve_name}_chain_{log2}")
     return zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
 
@@ -105,7 +105,7 @@ def test_msm_g2_against_cpu(pair, kind, n):
 
 
 def test_msm_chunked_sort(pair, monkeypatch):
-    from groth16.backends import cuda
+    from zkqueue.groth16.backends import cuda
     cu, cpu = pair
     key, _ = fixture_key(cu.curve.name)
     pts = tiled(np.asarray(key.h_query), 50000)
@@ -163,8 +163,8 @@ def test_evaluate_ab_and_checks_against_cpu(pair, log2):
 
 @pytest.mark.parametrize("name", ["chain_10", "chain_12", "poseidon_10"])
 def test_full_proof_matches_cpu_and_verifies(pair, name, monkeypatch):
-    from groth16 import prover, verifier
-    from groth16.formats import wtns, zkey
+    from zkqueue.groth16 import prover, verifier
+    from zkqueue.groth16.formats import wtns, zkey
     cu, cpu = pair
     d = fixture_dir(f"{cu.curve.name}_{name}")
     key, w = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")

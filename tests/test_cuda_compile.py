@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from groth16 import curves
-from groth16.backends import cuda
+from zkqueue.groth16 import curves
+from zkqueue.groth16.backends import cuda
 
 ARCHS = ("sm_80", "sm_90")
 CURVES = (curves.BN128, curves.BLS12381)

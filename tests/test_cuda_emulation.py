@@ -16,17 +16,17 @@ import pytest
 
 from ec_reference import Group, expected_msm, random_points, scalar_rows, special_scalars
 from conftest import fixture_dir
-from groth16 import curves
-from groth16.backends import cuda
-from groth16.backends.cuda import CudaBackend
-from groth16.errors import FormatError, InputError
+from zkqueue.groth16 import curves
+from zkqueue.groth16.backends import cuda
+from zkqueue.groth16.backends.cuda import CudaBackend
+from zkqueue.groth16.errors import FormatError, InputError
 
 CURVES = [curves.BN128, curves.BLS12381]
 
 
 @pytest.fixture(scope="module", params=CURVES, ids=lambda c: c.name)
 def emu(request):
-    from groth16.backends.cuda_emu import EmulatedRuntime
+    from zkqueue.groth16.backends.cuda_emu import EmulatedRuntime
     curve = request.param
     return CudaBackend(curve, runtime=EmulatedRuntime(curve))
 
@@ -166,8 +166,8 @@ def test_outputs_are_read_only_and_reused_without_upload(emu):
 
 @pytest.mark.parametrize("name", ["bn128_chain_10", "bls12381_chain_10"])
 def test_evaluate_ab_and_checks_on_fixture(name):
-    from groth16.backends.cuda_emu import EmulatedRuntime
-    from groth16.formats import wtns, zkey
+    from zkqueue.groth16.backends.cuda_emu import EmulatedRuntime
+    from zkqueue.groth16.formats import wtns, zkey
 
     d = fixture_dir(name)
     key = zkey.read_zkey(d / "circuit_final.zkey")
@@ -201,8 +201,8 @@ def test_check_points_names_the_bad_point(emu):
 
 
 def test_bad_coefficient_is_named():
-    from groth16.backends.cuda_emu import EmulatedRuntime
-    from groth16.formats import wtns, zkey
+    from zkqueue.groth16.backends.cuda_emu import EmulatedRuntime
+    from zkqueue.groth16.formats import wtns, zkey
 
     d = fixture_dir("bn128_chain_10")
     key = zkey.read_zkey(d / "circuit_final.zkey")
@@ -216,10 +216,10 @@ def test_bad_coefficient_is_named():
 
 @pytest.mark.parametrize("name", ["bn128_chain_10", "bls12381_chain_10"])
 def test_full_proof_verifies(name):
-    verifier = pytest.importorskip("groth16.verifier")
-    from groth16 import prover
-    from groth16.backends.cuda_emu import EmulatedRuntime
-    from groth16.formats import wtns, zkey
+    verifier = pytest.importorskip("zkqueue.groth16.verifier")
+    from zkqueue.groth16 import prover
+    from zkqueue.groth16.backends.cuda_emu import EmulatedRuntime
+    from zkqueue.groth16.formats import wtns, zkey
 
     d = fixture_dir(name)
     key = zkey.read_zkey(d / "circuit_final.zkey")
@@ -234,8 +234,8 @@ def test_full_proof_verifies(name):
 
 
 def test_cuda_backend_is_never_a_silent_fallback(monkeypatch):
-    from groth16 import backends
-    from groth16.errors import BackendUnavailable
+    from zkqueue.groth16 import backends
+    from zkqueue.groth16.errors import BackendUnavailable
     monkeypatch.setattr(backends, "cuda_status", lambda device=None: (False, "no device here"))
     with pytest.raises(BackendUnavailable, match="no device here"):
         backends.get_backend("cuda", curves.BN128)

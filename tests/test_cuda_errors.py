@@ -16,11 +16,11 @@ import traceback
 
 import pytest
 
-from groth16 import curves
-from groth16.backends import cuda
-from groth16.backends.cuda import CudaBackend, cupy_error_kind
-from groth16.backends.cuda_emu import EmulatedDeviceError, EmulatedRuntime
-from groth16.errors import BackendError, BackendUnavailable, InputError
+from zkqueue.groth16 import curves
+from zkqueue.groth16.backends import cuda
+from zkqueue.groth16.backends.cuda import CudaBackend, cupy_error_kind
+from zkqueue.groth16.backends.cuda_emu import EmulatedDeviceError, EmulatedRuntime
+from zkqueue.groth16.errors import BackendError, BackendUnavailable, InputError
 
 CURVE = curves.BN128
 
@@ -171,7 +171,7 @@ def test_backend_with_cupy_errors(cupy, emu_runtime, exc_kind):
 
 def test_no_device_is_backend_unavailable(cupy):
     """A real CuPy on a machine without a usable GPU: the backend is unavailable, with CuPy's reason."""
-    from groth16.backends import cuda_status
+    from zkqueue.groth16.backends import cuda_status
     ok, why = cuda_status()
     if ok:
         pytest.skip(f"a GPU is usable here: {why}")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from groth16 import native
-from groth16.backends import cuda
-from workers import fingerprint as fp
-from workers.devices import Device
+from zkqueue.groth16 import native
+from zkqueue.groth16.backends import cuda
+from zkqueue.workers import fingerprint as fp
+from zkqueue.workers.devices import Device
 
 GPU = Device("cuda", 0, "NVIDIA H200", "580.159.03", "GPU-0000")
 OTHER_GPU = Device("cuda", 0, "NVIDIA H100 80GB HBM3", "580.159.03", "GPU-0001")
@@ -77,7 +77,7 @@ def test_shared_header_changes_both(kernels):
 def test_cuda_hash_covers_every_file_the_module_is_built_from(tmp_path):
     """Every file of groth16/kernels that the CUDA translation unit pulls in, as the
     preprocessor sees it for a CUDA compile (g++ -M with __CUDACC__ defined), is hashed."""
-    from groth16 import curves
+    from zkqueue.groth16 import curves
     src = tmp_path / "module.cu"
     src.write_text(cuda.module_source(curves.BN128))
     proc = subprocess.run(["g++", "-M", "-MG", "-x", "c++", "-D__CUDACC__", f"-I{cuda.KERNEL_DIR}", str(src)],
@@ -104,7 +104,7 @@ def test_cuda_build_names_device_and_toolchain():
 
 def test_fingerprint_does_not_touch_cuda():
     """The Celery parent publishes the fingerprint, so computing it must not import CuPy."""
-    code = ("import sys; from workers.fingerprint import fingerprint; from workers.devices import Device; "
+    code = ("import sys; from zkqueue.workers.fingerprint import fingerprint; from zkqueue.workers.devices import Device; "
             "f = fingerprint('w', Device('cuda', 0, 'GPU', '580'), 'cuda'); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cupy_backends', 'cuda')); "
             "assert not bad, bad; print(f['toolchain'])")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import FIXTURE_NAMES, fixture_dir
-from groth16.formats import jsonfiles, r1cs, wtns, zkey
+from zkqueue.groth16.formats import jsonfiles, r1cs, wtns, zkey
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
@@ -64,7 +64,7 @@ def test_json_errors_name_the_field(tmp_path):
 
 
 def test_importing_the_core_loads_no_queue_libraries():
-    code = "import sys, groth16.prover, groth16.verifier, groth16.cli; " \
+    code = "import sys, zkqueue.groth16.prover, zkqueue.groth16.verifier, zkqueue.groth16.cli; " \
            "print(sorted(m for m in ('celery', 'redis', 'kombu') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,7 +1,7 @@
 """The GPU worker's parent process never initialises CUDA: only the pool child that proves does.
 
 A process that has initialised CUDA cannot fork a child that uses it, so the Celery parent
-(`python -m tasks.main --device cuda:0`), which forks the prefork pool child, may touch NVML
+(`python -m zkqueue.tasks.main --device cuda:0`), which forks the prefork pool child, may touch NVML
 and package metadata only. This starts that parent for real, on real Redis, until it has
 forked its pool child and published its heartbeat (fingerprint included), and checks that
 CuPy was never imported in it.
@@ -78,7 +78,7 @@ def stand_in_env(stand_ins, base: dict | None = None) -> dict:
 def test_the_observer_sees_a_cuda_status_call(stand_ins):
     """cuda_status() (what the parent used to call) imports CuPy, and the observer records it."""
     _, log = stand_ins
-    code = "from groth16.backends import cuda_status; print(cuda_status())"
+    code = "from zkqueue.groth16.backends import cuda_status; print(cuda_status())"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=stand_in_env(stand_ins),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -87,7 +87,7 @@ def test_the_observer_sees_a_cuda_status_call(stand_ins):
 
 def test_preflight_finds_cupy_without_importing_it(stand_ins):
     _, log = stand_ins
-    code = ("from groth16.backends import cuda_preflight; from workers.devices import cuda_driver_version; "
+    code = ("from zkqueue.groth16.backends import cuda_preflight; from zkqueue.workers.devices import cuda_driver_version; "
             "print(cuda_preflight(cuda_driver_version()))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=stand_in_env(stand_ins),
                           capture_output=True, text=True, timeout=60)
@@ -103,7 +103,7 @@ def test_gpu_worker_parent_forks_its_pool_without_initialising_cuda(queue, stand
     env.pop("CUDA_VISIBLE_DEVICES", None)
     out = queue.tmp / "worker.log"
     with open(out, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "tasks.main", "--device", "cuda:0", "--backend", "cuda",
+        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.tasks.main", "--device", "cuda:0", "--backend", "cuda",
                                  "--worker-id", worker_id, "--loglevel", "INFO"], cwd=ROOT, env=env,
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -121,7 +121,7 @@ def test_gpu_worker_parent_forks_its_pool_without_initialising_cuda(queue, stand
         fp = beat["fingerprint"]
         assert fp["backend"] == "cuda" and fp["device_name"] == GPU_NAME and fp["driver"] == "580.159.03"
         assert fp["toolchain"].startswith("cupy-cuda12x 14.0.0")
-        from groth16.backends import cuda
+        from zkqueue.groth16.backends import cuda
         assert fp["kernel_hash"] == cuda.source_hash()
         # The observer writes the importing pid; the parent (and, before any task, the child) is absent.
         imports = log.read_text() if log.exists() else ""
@@ -147,7 +147,7 @@ def test_worker_refuses_a_cupy_newer_than_the_driver(stand_ins, tmp_path):
     meta.write_text(meta.read_text().replace("cupy-cuda12x", "cupy-cuda13x"))
     env = stand_in_env(stand_ins)
     env.update(ZKQUEUE_REDIS_URL="redis://127.0.0.1:6379/13", ZKQUEUE_STORE_URL=str(tmp_path / "store"))
-    proc = subprocess.run([sys.executable, "-m", "tasks.main", "--device", "cuda:0", "--backend", "cuda",
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.tasks.main", "--device", "cuda:0", "--backend", "cuda",
                            "--worker-id", "too-new-cupy"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2, proc.stderr

@@ -11,15 +11,15 @@ import pytest
 
 from queue_support import CHAIN, PARTITIONS, ROOT, queue, wait_until  # noqa: F401  (fixture)
 
-from coordinator import keys
-from coordinator.errors import ConfigError, JobCancelled, JobFailed, WaitTimeout
-from coordinator.jobs import JobState, SlotState
-from coordinator.reaper import Reaper
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.errors import ConfigError, JobCancelled, JobFailed, WaitTimeout
+from zkqueue.coordinator.jobs import JobState, SlotState
+from zkqueue.coordinator.reaper import Reaper
 
 
 def _queued_messages(r, queue_name=keys.SHARED_QUEUE) -> list[dict]:
     """Celery messages waiting on a queue (all priority levels), decoded envelopes."""
-    from coordinator.broker import queue_lists
+    from zkqueue.coordinator.broker import queue_lists
     out = []
     for name in queue_lists(queue_name):
         out += [json.loads(m) for m in r.lrange(name, 0, -1)]
@@ -47,7 +47,7 @@ def test_submit_stores_artifacts_by_hash_and_enqueues_ids_only(queue):
         assert (job_id, token) == (job.id, 1) and m["headers"]["task"] == "zkqueue.prove_partition"
         assert len(m["body"]) < 200
         assert m["properties"]["priority"] == 3
-    from coordinator.store import sha256_file
+    from zkqueue.coordinator.store import sha256_file
     sha = sha256_file(PARTITIONS[0])
     assert client.store.local_path(sha).read_bytes() == PARTITIONS[0].read_bytes()
     assert queue.r.hget(keys.slot(job.id, 0), "witness").decode() == sha
@@ -79,7 +79,7 @@ def test_cancel_and_wait(queue):
 def test_claim_lease_reaper_and_attempt_cap(queue):
     client = queue.client()
     settings = queue.settings(lease_ttl_s=0.3, max_attempts=2)
-    from coordinator.scheduler import Scheduler
+    from zkqueue.coordinator.scheduler import Scheduler
     sched = Scheduler(settings)
     b = sched.barrier
     job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS[:1])
@@ -155,7 +155,7 @@ def test_reaper_resends_a_message_lost_between_commit_and_send(queue):
 
 
 def test_reaper_lock_keeps_one_reaper(queue):
-    from coordinator.scheduler import Scheduler
+    from zkqueue.coordinator.scheduler import Scheduler
     s = Scheduler(queue.settings())
     a, b = Reaper(s, owner="a"), Reaper(s, owner="b")
     assert a.acquire() and not b.acquire() and a.acquire()
@@ -168,14 +168,14 @@ def test_settings_refuse_time_limit_over_visibility_timeout(queue):
     with pytest.raises(ConfigError, match="visibility_timeout"):
         queue.settings(task_time_limit_s=4000, visibility_timeout_s=3600)
     env = queue.env(ZKQUEUE_TASK_TIME_LIMIT_S=4000, ZKQUEUE_VISIBILITY_TIMEOUT_S=3600)
-    proc = subprocess.run([sys.executable, "-m", "tasks.main", "--device", "cpu:0"], env=env, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.tasks.main", "--device", "cpu:0"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "visibility_timeout" in proc.stderr
 
 
 def test_worker_config_never_accepts_pickle():
-    from tasks.config import check, worker_config
-    from coordinator.settings import Settings
+    from zkqueue.tasks.config import check, worker_config
+    from zkqueue.coordinator.settings import Settings
     conf = worker_config(Settings())
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
     assert conf["worker_prefetch_multiplier"] == 1 and conf["worker_concurrency"] == 1
@@ -186,15 +186,15 @@ def test_worker_config_never_accepts_pickle():
 
 def test_import_arrows():
     """groth16 loads neither celery nor redis; coordinator never loads tasks or workers."""
-    code = ("import sys, groth16.prover, groth16.formats.zkey; assert 'celery' not in sys.modules "
-            "and 'redis' not in sys.modules; import coordinator.client, coordinator.reaper, coordinator.cli; "
+    code = ("import sys, zkqueue.groth16.prover, zkqueue.groth16.formats.zkey; assert 'celery' not in sys.modules "
+            "and 'redis' not in sys.modules; import zkqueue.coordinator.client, zkqueue.coordinator.reaper, zkqueue.coordinator.cli; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tasks', 'workers')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
 
 
 def test_cli_submit_status_cancel_without_workers(queue):
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "coordinator.cli", *map(str, args)], env=queue.env(),
+        return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", *map(str, args)], env=queue.env(),
                               cwd=ROOT, capture_output=True, text=True, timeout=60)
 
     sub = cli("submit", CHAIN / "circuit_final.zkey", *PARTITIONS[:2], "--priority", "low")

@@ -19,10 +19,10 @@ from conftest import snarkjs_verifies
 from test_metrics import free_ports
 from queue_support import CHAIN, PARTITIONS, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
 
-from coordinator import keys, quarantine
-from coordinator.broker import queue_lists
-from coordinator.errors import JobFailed
-from coordinator.jobs import JobState
+from zkqueue.coordinator import keys, quarantine
+from zkqueue.coordinator.broker import queue_lists
+from zkqueue.coordinator.errors import JobFailed
+from zkqueue.coordinator.jobs import JobState
 
 ZKEY = CHAIN / "circuit_final.zkey"
 VK = CHAIN / "verification_key.json"
@@ -41,7 +41,7 @@ def _events(st, name: str) -> list[dict]:
 
 
 def _cli(queue, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator.cli", *args], env=queue.env(), cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", *args], env=queue.env(), cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -132,8 +132,8 @@ def test_messages_deleted_from_the_broker_are_sent_again(queue):
 _TAKE_ONE = """
 import sys
 from kombu import Connection, Queue
-from coordinator.broker import celery_config
-from coordinator.settings import Settings
+from zkqueue.coordinator.broker import celery_config
+from zkqueue.coordinator.settings import Settings
 options = celery_config(Settings.from_env())["broker_transport_options"]
 with Connection(sys.argv[1], transport_options=options) as conn:
     def taken(body, message):
@@ -246,9 +246,9 @@ def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queu
         server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         result = job.wait(180)                       # the client reconnects too
         assert [p.index for p in result.partitions] == [0, 1, 2, 3]
-        from groth16 import verifier
-        from groth16.formats.jsonfiles import load_verification_key
-        from coordinator.proofs import proof_from_json
+        from zkqueue.groth16 import verifier
+        from zkqueue.groth16.formats.jsonfiles import load_verification_key
+        from zkqueue.coordinator.proofs import proof_from_json
         vk = load_verification_key(VK)
         for p in result.partitions:
             assert verifier.verify(vk, proof_from_json(p.proof), [int(s) for s in p.public_signals])

@@ -7,16 +7,16 @@ from kombu import Connection, Exchange, Queue
 
 from queue_support import CHAIN, PARTITIONS, queue, slot_events, wait_until  # noqa: F401  (fixtures)
 
-from coordinator import keys
-from coordinator.broker import queue_lists
-from coordinator.errors import JobFailed
-from coordinator.jobs import JobState
-from coordinator.proofs import proof_from_json
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.broker import queue_lists
+from zkqueue.coordinator.errors import JobFailed
+from zkqueue.coordinator.jobs import JobState
+from zkqueue.coordinator.proofs import proof_from_json
 
 
 def test_corrupt_proofs_are_detected_and_reproved_on_another_worker(queue):
-    from groth16 import verifier
-    from groth16.formats.jsonfiles import load_verification_key
+    from zkqueue.groth16 import verifier
+    from zkqueue.groth16.formats.jsonfiles import load_verification_key
 
     bad = queue.start_workers(1, fault="corrupt")
     bad_id = queue.ready(bad)[0]["worker"]
@@ -50,7 +50,7 @@ def test_a_pickled_message_is_refused_not_executed(queue, tmp_path):
     group = queue.start_workers(1)
     queue.ready(group)
     markers = [tmp_path / "pwned-protocol2", tmp_path / "pwned-protocol1"]
-    from coordinator.broker import celery_config
+    from zkqueue.coordinator.broker import celery_config
     options = celery_config(queue.settings())["broker_transport_options"]
     with Connection(queue.redis_url, transport_options=options) as conn:
         producer = conn.Producer()

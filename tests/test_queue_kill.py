@@ -13,8 +13,8 @@ import time
 
 from queue_support import CHAIN, PARTITIONS, queue, slot_events, wait_until  # noqa: F401  (fixtures)
 
-from coordinator.jobs import JobState
-from coordinator.proofs import proof_from_json
+from zkqueue.coordinator.jobs import JobState
+from zkqueue.coordinator.proofs import proof_from_json
 
 RESTART_LIMIT_S = 15.0
 
@@ -31,8 +31,8 @@ def _first_running(job):
 
 
 def _check_complete(job, killed_index: int, killed_at: float) -> None:
-    from groth16 import verifier
-    from groth16.formats.jsonfiles import load_verification_key
+    from zkqueue.groth16 import verifier
+    from zkqueue.groth16.formats.jsonfiles import load_verification_key
 
     result = job.wait(90)
     vk = load_verification_key(CHAIN / "verification_key.json")

@@ -16,10 +16,10 @@ from conftest import snarkjs_verifies
 from queue_support import (CHAIN, PARTITIONS, ROOT, WorkerGroup, queue, slot_events,  # noqa: F401  (fixtures)
                            wait_until)
 
-from coordinator import keys
-from coordinator.broker import queue_lists
-from coordinator.errors import BadRequest, JobFailed
-from coordinator.jobs import JobState, SlotState
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.broker import queue_lists
+from zkqueue.coordinator.errors import BadRequest, JobFailed
+from zkqueue.coordinator.jobs import JobState, SlotState
 
 ZKEY = CHAIN / "circuit_final.zkey"
 WASM = CHAIN / "circuit_js" / "circuit.wasm"
@@ -118,7 +118,7 @@ def test_cli_submit_wasm_wait_writes_verified_proofs(queue, tmp_path):
     group = queue.start_workers(1)
     queue.ready(group)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", "submit", ZKEY, "--wasm", WASM,
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "submit", ZKEY, "--wasm", WASM,
                            *FIXTURE_INPUTS[:3], "--out", out, "--wait", "--timeout", "120"],
                           env=queue.env(), cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -127,7 +127,7 @@ def test_cli_submit_wasm_wait_writes_verified_proofs(queue, tmp_path):
     job_id = proc.stderr.split("submitted job ")[1].split()[0]
     for i in range(3):
         assert snarkjs_verifies(VK, out / f"public_{i}.json", out / f"proof_{i}.json"), i
-    status = subprocess.run([sys.executable, "-m", "coordinator.cli", "status", job_id, "--json"], env=queue.env(),
+    status = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "status", job_id, "--json"], env=queue.env(),
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     parts = json.loads(status.stdout)["partitions"]
     assert [(p["phase"], p["synth_attempts"]) for p in parts] == [("verified", 1)] * 3
@@ -169,8 +169,8 @@ def test_a_vanished_synthesis_worker_is_replaced_by_the_reaper(queue, tmp_path):
 
 
 def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
-    from coordinator.client import Client
-    from coordinator.reaper import Reaper
+    from zkqueue.coordinator.client import Client
+    from zkqueue.coordinator.reaper import Reaper
     client = Client(settings=queue.settings(max_attempts=2, lease_ttl_s=1.0))
     queue.clients.append(client)
     b, reaper = client.scheduler.barrier, Reaper(client.scheduler)
@@ -195,7 +195,7 @@ def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
 
 def test_synthesis_messages_lost_from_the_broker_or_orphaned_are_sent_again(queue):
     from test_queue_failures import _TAKE_ONE
-    from coordinator.client import Client
+    from zkqueue.coordinator.client import Client
     client = Client(settings=queue.settings(queued_check_s=2.0))      # its deadlines are the submitter's
     queue.clients.append(client)
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
@@ -224,7 +224,7 @@ def _worker_with_flags(queue, *flags) -> WorkerGroup:
     log_path = queue.tmp / f"workers-{len(queue.groups)}.log"
     env = queue.env()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "worker", "--cpu", "1", "--threads", "1",
+        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", "1", "--threads", "1",
                                  *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     group = WorkerGroup(proc, log_path, 1, env)
@@ -250,7 +250,7 @@ def test_a_worker_started_with_no_synthesize_only_proves(queue):
 
 
 def test_gpu_workers_prove_only_unless_told_and_cpu_workers_do_both():
-    from tasks.main import queues
+    from zkqueue.tasks.main import queues
     assert keys.SYNTH_QUEUE in queues("w", "cpu:0", None)
     assert keys.SYNTH_QUEUE not in queues("w", "cuda:0", None)
     assert keys.SYNTH_QUEUE in queues("w", "cuda:0", True)

@@ -13,9 +13,9 @@ import pytest
 
 from queue_support import ROOT
 
-from workers import devices, faults, spawn
-from workers.keycache import KeyCache
-from workers.lease import LeaseKeeper
+from zkqueue.workers import devices, faults, spawn
+from zkqueue.workers.keycache import KeyCache
+from zkqueue.workers.lease import LeaseKeeper
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_one_worker_process_per_gpu_each_seeing_only_its_own(fake_nvml, monkeypa
     for c in sup.children:
         sup._start(c)
     for (cmd, env), d in zip(started, found):
-        assert cmd[1:3] == ["-m", "tasks.main"] and cmd[cmd.index("--device") + 1] == d.spec
+        assert cmd[1:3] == ["-m", "zkqueue.tasks.main"] and cmd[cmd.index("--device") + 1] == d.spec
         assert cmd[cmd.index("--backend") + 1] == "cuda"
         assert env["CUDA_VISIBLE_DEVICES"] == d.uuid and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert len({c.worker_id for c in sup.children}) == 2
@@ -62,7 +62,7 @@ def test_worker_without_gpu_or_cpu_flag_says_what_to_do(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)      # import fails: not installed
     assert devices.plan(None) == ([], "pynvml is not installed (pip install 'zkqueue[gpu]')")
     proc = subprocess.run([sys.executable, "-c", "import sys; sys.modules['pynvml'] = None; "
-                           "from coordinator.cli import main; sys.exit(main(['worker']))"],
+                           "from zkqueue.coordinator.cli import main; sys.exit(main(['worker']))"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--cpu N" in proc.stderr
 
@@ -115,15 +115,15 @@ def test_lease_keeper_restarts_an_attempt_stuck_in_a_kernel_after_it_is_stopped(
 def test_key_cache_budget_shrinks_to_the_memory_there_is():
     import psutil
 
-    from tasks.main import fit_key_cache
+    from zkqueue.tasks.main import fit_key_cache
     available = psutil.virtual_memory().available
     assert fit_key_cache(1 << 60, "cpu:0") <= available // 2
     assert fit_key_cache(64 << 20, "cpu:0") == 64 << 20
 
 
 def test_a_wrong_msm_is_a_valid_point_that_is_not_the_right_one():
-    from groth16.backends import get_backend
-    from groth16.formats.zkey import read_zkey
+    from zkqueue.groth16.backends import get_backend
+    from zkqueue.groth16.formats.zkey import read_zkey
     from queue_support import CHAIN
     key = read_zkey(CHAIN / "circuit_final.zkey")
     backend = get_backend("cpu", key.curve, threads=1)

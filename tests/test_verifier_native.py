@@ -16,12 +16,12 @@ import pytest
 from py_ecc import optimized_bls12_381 as pe_bls
 from py_ecc import optimized_bn128 as pe_bn
 
-from groth16 import verifier
-from groth16.curves import BLS12381, BN128, Curve
-from groth16.encoding import g1_to_lem, g2_to_lem
-from groth16.errors import MismatchError
-from groth16.formats.jsonfiles import load_proof, load_public, load_verification_key
-from groth16.model import Proof
+from zkqueue.groth16 import verifier
+from zkqueue.groth16.curves import BLS12381, BN128, Curve
+from zkqueue.groth16.encoding import g1_to_lem, g2_to_lem
+from zkqueue.groth16.errors import MismatchError
+from zkqueue.groth16.formats.jsonfiles import load_proof, load_public, load_verification_key
+from zkqueue.groth16.model import Proof
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PYECC = {"bn128": pe_bn, "bls12381": pe_bls}

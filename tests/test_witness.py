@@ -20,9 +20,9 @@ import pytest
 
 from conftest import (CIRCUITS, FIXTURE_NAMES, FIXTURES, ROOT, circom2, fixture_dir, run, snarkjs,
                       snarkjs_verifies, zkqueue)
-from groth16 import curves
-from groth16.errors import CircuitAssertError, InputValueError, UnknownInputError
-from groth16.formats.wtns import read_wtns
+from zkqueue.groth16 import curves
+from zkqueue.groth16.errors import CircuitAssertError, InputValueError, UnknownInputError
+from zkqueue.groth16.formats.wtns import read_wtns
 
 BN_P = curves.BN128.r
 GOOD = {"m": [["1", "2", "3", "4"], ["5", "6", "7", "8"], ["9", "10", "11", "12"]],
@@ -77,7 +77,7 @@ def test_fixture_witness_equals_snarkjs(name, tmp_path):
 
 def test_partition_inputs_equal_snarkjs():
     """Every partitions/input_i.json of the fixtures (both curves, chain and Poseidon)."""
-    from groth16.witness import calculate_witness
+    from zkqueue.groth16.witness import calculate_witness
     checked = 0
     for d in sorted(FIXTURES.glob("*/partitions")):
         for inp in sorted(d.glob("input_*.json")):
@@ -267,7 +267,7 @@ def test_fullprove_circuit_of_another_key(witness_circuits, tmp_path):
 # ---- the Python API the queue calls -----------------------------------------------------------
 
 def test_api_errors_carry_what_was_expected(witness_circuits):
-    from groth16.witness import load_calculator
+    from zkqueue.groth16.witness import load_calculator
     calc = load_calculator(wasm_of(witness_circuits["bn128"]))
     assert load_calculator(wasm_of(witness_circuits["bn128"])) is calc       # compiled once per process
     assert (calc.n_inputs, calc.n8, calc.curve.name, calc.prime) == (17, 32, "bn128", BN_P)
@@ -297,7 +297,7 @@ def test_compiled_module_cache(witness_circuits, tmp_path):
     env = {**os.environ, "ZKQUEUE_WASM_CACHE": str(cache)}
 
     def calc(out: str, wasm: Path = wasm_of(d), inp: Path = inp) -> bytes:
-        proc = subprocess.run([sys.executable, "-m", "groth16.cli", "wtns", "calculate", wasm, inp, tmp_path / out],
+        proc = subprocess.run([sys.executable, "-m", "zkqueue.groth16.cli", "wtns", "calculate", wasm, inp, tmp_path / out],
                               env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         return (tmp_path / out).read_bytes()
@@ -320,14 +320,14 @@ def test_compiled_module_cache(witness_circuits, tmp_path):
 
 
 def test_importing_the_cli_does_not_load_wasmtime():
-    code = "import sys, groth16.cli, groth16.witness, groth16.witness.cli; print('wasmtime' in sys.modules)"
+    code = "import sys, zkqueue.groth16.cli, zkqueue.groth16.witness, zkqueue.groth16.witness.cli; print('wasmtime' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert proc.stdout.strip() == "False"
 
 
 FORK_CHILD = """
 import json, os, signal, sys
-from groth16.witness import load_calculator
+from zkqueue.groth16.witness import load_calculator
 d = sys.argv[1]
 inp = json.load(open(d + "/input.json"))
 calc = load_calculator(d + "/circuit_js/circuit.wasm")
@@ -354,8 +354,8 @@ def test_forked_child_computes_witnesses():
 
 def test_api_from_artifact_bytes():
     """What a queue worker holds: the circuit and the input as bytes, named for messages."""
-    from groth16.errors import FormatError
-    from groth16.witness import load_calculator, parse_inputs
+    from zkqueue.groth16.errors import FormatError
+    from zkqueue.groth16.witness import load_calculator, parse_inputs
     d = fixture_dir("bls12381_chain_10")
     calc = load_calculator((d / "circuit_js" / "circuit.wasm").read_bytes(), name="job-1/circuit.wasm")
     inputs = parse_inputs((d / "input.json").read_bytes(), source="job-1/input-0.json")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from groth16.errors import BackendError
+from zkqueue.groth16.errors import BackendError
 
 from . import faults as faults_mod
 from .faults import Faults

@@ -32,9 +32,9 @@ NVRTC_DISTRIBUTIONS = ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvrtc", "nvidia-cu
 def kernel_hash(backend: str) -> str:
     """Hash of the kernel sources that `backend` ("cpu" or "cuda") compiles and runs."""
     if backend == "cuda":
-        from groth16.backends import cuda
+        from zkqueue.groth16.backends import cuda
         return cuda.source_hash()
-    from groth16 import native
+    from zkqueue.groth16 import native
     return native.source_hash()
 
 
@@ -69,7 +69,7 @@ def nvrtc_version(cuda_major: int | None = None) -> str:
 
 def cuda_toolchain() -> str:
     """"<CuPy distribution> <version>, NVRTC <version>": what compiles the CUDA kernels here."""
-    from groth16.backends import cuda_emulated, cupy_distribution
+    from zkqueue.groth16.backends import cuda_emulated, cupy_distribution
     if cuda_emulated():
         return "host emulation of the CUDA kernels (g++), no GPU"
     dist = cupy_distribution()
@@ -83,12 +83,12 @@ def build_hash(backend: str, device: Device) -> str:
     A CPU build names no device: the CPU's features are part of native.build_key.
     """
     if backend != "cuda":
-        from groth16 import native
+        from zkqueue.groth16 import native
         try:
             return native.build_key()
         except Exception as exc:  # noqa: BLE001 - no compiler: the backend check reports it properly
             return f"unbuildable: {exc}"
-    from groth16.backends import cuda
+    from zkqueue.groth16.backends import cuda
     h = hashlib.sha256()
     for part in (cuda.source_hash(), cuda_toolchain(), " ".join(cuda.NVRTC_OPTIONS), device.driver, device.name):
         h.update(part.encode() + b"\0")

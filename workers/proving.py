@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from groth16.errors import BackendError
+from zkqueue.groth16.errors import BackendError
 
 from . import metrics
 from .attempt_backend import AttemptBackend, Stopped
@@ -55,7 +55,7 @@ class PartitionProver:
         """
         b = self._backends.get(curve.name)
         if b is None:
-            from groth16.backends import get_backend
+            from zkqueue.groth16.backends import get_backend
             b = self._backends[curve.name] = get_backend(self.backend_kind, curve, threads=self.threads)
         return b
 
@@ -69,7 +69,7 @@ class PartitionProver:
         Raises:
             groth16 FormatError / UnsupportedError: a corrupt or unsupported key.
         """
-        from groth16.formats.zkey import read_zkey
+        from zkqueue.groth16.formats.zkey import read_zkey
 
         def load():
             p = path()
@@ -94,9 +94,9 @@ class PartitionProver:
                 that does not satisfy the circuit: the queue tells which).
             groth16 BackendError: the device failed.
         """
-        from groth16 import prover, verifier
-        from groth16.formats.jsonfiles import proof_json
-        from groth16.formats.wtns import read_wtns
+        from zkqueue.groth16 import prover, verifier
+        from zkqueue.groth16.formats.jsonfiles import proof_json
+        from zkqueue.groth16.formats.wtns import read_wtns
 
         key, key_load_s = self.key(zkey_sha, zkey_path)
         self.faults.delay(attempt, stop)

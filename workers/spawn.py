@@ -1,6 +1,6 @@
 """`zkqueue worker`: one Celery worker process per device, supervised.
 
-Each device gets its own process (`python -m tasks.main --device cuda:N`), started with
+Each device gets its own process (`python -m zkqueue.tasks.main --device cuda:N`), started with
 CUDA_VISIBLE_DEVICES naming only its GPU, so CuPy (imported later, in the pool child)
 sees exactly one device. CPU workers get an empty CUDA_VISIBLE_DEVICES. A worker process
 that dies or stops answering is started again (with a fresh worker id), with backoff when
@@ -90,7 +90,7 @@ class Supervisor:
         base_port = int(os.environ.get("ZKQUEUE_METRICS_PORT") or 0)
         if base_port:   # one /metrics port per worker process: base, base + 1, ...
             env["ZKQUEUE_METRICS_PORT"] = str(base_port + self.children.index(child))
-        cmd = [sys.executable, "-m", "tasks.main", "--device", d.spec, "--worker-id", child.worker_id,
+        cmd = [sys.executable, "-m", "zkqueue.tasks.main", "--device", d.spec, "--worker-id", child.worker_id,
                "--backend", self.backend or d.kind, *self.extra_args]
         if self.threads:
             cmd += ["--threads", str(self.threads)]

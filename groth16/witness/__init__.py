@@ -1,6 +1,6 @@
 """Witness synthesis: a circom circuit's .wasm and input JSON -> .wtns, as `snarkjs wtns calculate`.
 
-    from groth16.witness import load_calculator, calculate_witness
+    from zkqueue.groth16.witness import load_calculator, calculate_witness
     calc = load_calculator("circuit.wasm")          # compiled once per process (and cached on disk)
     wtns_bytes = calc.calculate({"a": "3", "b": ["1", "2"]}, source="input.json")
     witness = calc.calculate_witness(inputs, source="input.json")   # for groth16.prover.prove

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 import redis
 
-from .settings import Settings
+from zkqueue.coordinator.settings import Settings
 
 DATA = Path(__file__).parent / "demo_data"
 N_WORKERS = 2
@@ -81,7 +81,7 @@ def start_workers(settings: Settings, log_path: Path) -> subprocess.Popen:
     env = dict(os.environ, ZKQUEUE_REDIS_URL=settings.redis_url, ZKQUEUE_STORE_URL=settings.store_url,
                ZKQUEUE_LOGLEVEL=os.environ.get("ZKQUEUE_LOGLEVEL", "WARNING"))
     env.pop("ZKQUEUE_FAULT", None)
-    cmd = [sys.executable, "-m", "coordinator.cli", "worker", "--cpu", str(N_WORKERS), "--threads", "1"]
+    cmd = [sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", str(N_WORKERS), "--threads", "1"]
     with open(log_path, "wb") as log:
         return subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
 
@@ -102,7 +102,7 @@ def stop_group(proc: subprocess.Popen | None, grace_s: float = 15.0) -> None:
 
 def run_external(settings: Settings, *, timeout_s: float = 300.0) -> int:
     """The demo job on the workers already serving `settings.redis_url` (compose's demo service)."""
-    from .client import Client
+    from zkqueue.coordinator.client import Client
     try:
         with Client(settings=settings) as client:
             _wait_for(lambda: client.workers(), 300, "a worker to report ready")
@@ -121,7 +121,7 @@ def run(settings: Settings, *, timeout_s: float = 300.0, external: bool = False)
     log_path = Path(log_dir) / "workers.log"
     try:
         redis_proc = start_redis(settings.redis_url)
-        from .client import Client
+        from zkqueue.coordinator.client import Client
         with Client(settings=settings) as client:
             before = {w["worker"] for w in client.workers()}
             workers = start_workers(settings, log_path)
@@ -151,12 +151,12 @@ def run(settings: Settings, *, timeout_s: float = 300.0, external: bool = False)
 
 
 def _prove_and_check(client, timeout_s: float) -> int:
-    from groth16 import verifier
-    from groth16.formats.jsonfiles import load_verification_key
+    from zkqueue.groth16 import verifier
+    from zkqueue.groth16.formats.jsonfiles import load_verification_key
 
-    from .errors import JobCancelled, JobFailed, WaitTimeout
-    from .progress import Progress
-    from .proofs import proof_from_json
+    from zkqueue.coordinator.errors import JobCancelled, JobFailed, WaitTimeout
+    from zkqueue.coordinator.progress import Progress
+    from zkqueue.coordinator.proofs import proof_from_json
 
     witnesses = sorted(DATA.glob("witness_*.wtns"))
     job = client.submit(DATA / "circuit_final.zkey", witnesses, priority="normal")

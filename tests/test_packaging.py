@@ -1,0 +1,92 @@
+"""Packaging: `pip install .` leaves exactly one top-level import package, `zkqueue`.
+
+The source folders (groth16/, coordinator/, tasks/, workers/) keep their place at the top of
+the repository and are installed beneath `zkqueue` (pyproject.toml maps them), so nothing
+may import them by their folder names: that would work from a checkout and break installed.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {"groth16": "zkqueue.groth16", "coordinator": "zkqueue.coordinator", "tasks": "zkqueue.tasks",
+           "workers": "zkqueue.workers", "zkqueue": "zkqueue"}
+
+
+def python_sources() -> list[Path]:
+    """Every Python file of the project, including the extension-less scripts under bench/."""
+    files = [p for p in ROOT.rglob("*.py") if not {".venv", ".interop", "node_modules"} & set(p.parts)]
+    files += [p for p in (ROOT / "bench").iterdir()
+              if p.is_file() and not p.suffix and p.read_bytes().startswith(b"#!/usr/bin/env python")]
+    return files
+
+
+def test_nothing_imports_the_source_folders_by_their_own_names():
+    offenders = []
+    for path in python_sources():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                          if n.split(".")[0] in FOLDERS and n.split(".")[0] != "zkqueue"]
+    assert not offenders, "imports by folder name instead of zkqueue.*:\n" + "\n".join(offenders)
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for folder, name in FOLDERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *rel)))
+    assert set(tool["packages"]) == found
+    assert tool["package-dir"] == {v: k for k, v in FOLDERS.items() if k != "zkqueue"}
+
+
+def test_pip_install_into_a_fresh_venv_leaves_one_top_level_package(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    before = {p.name for p in site.iterdir()}
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", str(ROOT)], check=True, timeout=600)
+    added = {p.name for p in site.iterdir()} - before - {"__pycache__"}
+    assert {n for n in added if not n.endswith(".dist-info")} == {"zkqueue"}, added
+    files = subprocess.run([py, "-c", "import importlib.metadata as m; "
+                            "print(sorted({f.parts[0] for f in m.files('zkqueue') if f.parts[0] != '..'}))"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert files.strip() == "['zkqueue', 'zkqueue-0.1.0.dist-info']", files  # (and bin/zkqueue)
+
+    # Every module imports from the install (dependencies from the test venv, appended after the
+    # fresh venv's own site-packages; run outside the checkout so that nothing comes from it),
+    # and the data the code reads beside itself is installed: Lua scripts, kernels, demo circuit.
+    deps = sysconfig.get_paths()["purelib"]
+    check = """
+import importlib, pkgutil, sys, zkqueue
+from pathlib import Path
+site = Path(sys.argv[1])
+for m in pkgutil.walk_packages(zkqueue.__path__, "zkqueue."):
+    mod = importlib.import_module(m.name)
+    assert Path(mod.__file__).is_relative_to(site), (m.name, mod.__file__)
+from zkqueue.coordinator import barrier
+from zkqueue.groth16 import native
+from zkqueue import demo
+assert (Path(barrier.__file__).parent / "lua" / "claim.lua").is_file()
+assert [p.name for p in native.kernel_sources()] and all(p.is_relative_to(site) for p in native.kernel_sources())
+assert sorted(p.name for p in demo.DATA.iterdir())[:2] == ["circuit_final.zkey", "verification_key.json"]
+print("ok", len(list(pkgutil.walk_packages(zkqueue.__path__, "zkqueue."))))
+"""
+    proc = subprocess.run([py, "-c", check, str(site)], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": deps, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr

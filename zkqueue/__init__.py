@@ -1,0 +1,23 @@
+"""zkqueue: a distributed Groth16 proving queue.
+
+One import name for the whole project. The source folders stay at the top of the
+repository, as the design lays them out, and are installed beneath this package
+(pyproject.toml maps them):
+
+    zkqueue.groth16      groth16/       the proving core (formats, prover, verifier, backends)
+    zkqueue.coordinator  coordinator/   Client, CLI, barrier, reaper: what client code imports
+    zkqueue.tasks        tasks/         the Celery app and its tasks
+    zkqueue.workers      workers/       worker runtime: devices, key cache, leases
+    zkqueue.demo         zkqueue/       `zkqueue demo` and the bundled circuit it proves
+"""
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # `from zkqueue import Client` without making every `import zkqueue.groth16` (a worker's
+    # proving path, `zkqueue prove`) pay for importing redis and the coordinator.
+    if name == "Client":
+        from zkqueue.coordinator.client import Client
+        return Client
+    raise AttributeError(f"module 'zkqueue' has no attribute {name!r}")
