@@ -8,6 +8,7 @@ may import them by their folder names: that would work from a checkout and break
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -60,7 +61,15 @@ def test_pip_install_into_a_fresh_venv_leaves_one_top_level_package(tmp_path):
     site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     before = {p.name for p in site.iterdir()}
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", str(ROOT)], check=True, timeout=600)
+    # From a copy of what the distribution is made of (as the Docker build context is): building
+    # in the checkout would leave a build/ folder whose stale files a later build would ship.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", str(src)], check=True, timeout=600)
     added = {p.name for p in site.iterdir()} - before - {"__pycache__"}
     assert {n for n in added if not n.endswith(".dist-info")} == {"zkqueue"}, added
     files = subprocess.run([py, "-c", "import importlib.metadata as m; "
