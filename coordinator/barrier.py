@@ -29,18 +29,16 @@ import redis
 from . import keys
 from .keys import FINALIZE_SLOT
 
-SCRIPTS = ("submit", "claim", "refresh", "record", "mark_sent", "requeue", "reap", "resend", "suspect",
-           "fail_input", "reprove", "finish", "cancel",
-           # Witness synthesis (jobs submitted as inputs + a circuit .wasm): coordinator/synthesis.py
-           "submit_inputs", "synth_claim", "synth_refresh", "synth_done", "synth_fail_input", "synth_mark_sent",
-           "synth_requeue", "synth_reap", "synth_resend")
+LUA_DIR = Path(__file__).with_name("lua")
+# One script per transition (coordinator/lua/NAME.lua); prelude.lua goes in front of each.
+# The synth_* ones and submit_inputs serve jobs submitted as inputs (coordinator/synthesis.py).
+SCRIPTS = tuple(sorted(p.stem for p in LUA_DIR.glob("*.lua") if p.stem != "prelude"))
 
 
 @cache
 def script_source(name: str) -> str:
     """prelude.lua followed by NAME.lua."""
-    lua = Path(__file__).with_name("lua")
-    return (lua / "prelude.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    return (LUA_DIR / "prelude.lua").read_text() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True)
@@ -231,6 +229,12 @@ class Barrier:
         """The reaper's decision for a due synthesis deadline: "none", "resend" (token),
         "check" (token) or "lost" (token, worker, overdue 1/0)."""
         return self._run_synth("synth_reap", job_id, index, (self.settings.send_grace_s, self.settings.queued_check_s))
+
+    def synth_unserved(self, job_id: str, index: int, token: int, *, unserved: bool, reason: str) -> str:
+        """A queued synthesis checked while live workers exist (`unserved`: none of them takes
+        synthesis): "waiting", "served", "failed" (the job, after orphan_timeout_s) or "skip"."""
+        return self._run_synth("synth_unserved", job_id, index, (
+            token, int(unserved), self.settings.orphan_timeout_s, reason)).kind
 
     def synth_resend(self, job_id: str, index: int, token: int, orphan_tag: str = "") -> bool:
         """A queued synthesis message is missing, or (`orphan_tag`) its unacknowledged copy lost

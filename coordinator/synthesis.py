@@ -80,12 +80,27 @@ def check_missing(s: Scheduler, checks: list[tuple[str, int, int]]) -> int:
     """Sends again (same token) the queued synthesis messages that are on no queue and
     delivered to no consumer. Returns how many."""
     present = waiting_slots(s.r) | {slot for _, slot in unacked_slots(s.r)}
+    unserved = unserved_reason(s.registry.live())
     acted = 0
     for job_id, index, token in checks:
         if (job_id, f"{keys.SYNTH_PREFIX}{index}", token) in present:
+            if s.barrier.synth_unserved(job_id, index, token, unserved=bool(unserved), reason=unserved) == "failed":
+                log.error("job %s failed: synthesis %d: %s", job_id, index, unserved)
+                acted += 1
             continue
         if s.barrier.synth_resend(job_id, index, token):
             log.warning("job %s synthesis %d: its message is gone from the broker; sending it again", job_id, index)
             send(s, job_id, index, token)
             acted += 1
     return acted
+
+
+def unserved_reason(live: list[dict]) -> str:
+    """Why no live worker will take a synthesis message, or "" when one will (or when no worker
+    is alive at all: then the job waits for workers, as any job does)."""
+    if not live or any(w.get("synthesizes") for w in live):
+        return ""
+    names = ", ".join(sorted(w["worker"] for w in live))
+    return (f"no live worker takes witness synthesis (queue {keys.SYNTH_QUEUE}): the workers alive "
+            f"({names}) only prove. Start a CPU worker (`zkqueue worker --cpu 1`), or GPU workers with "
+            "--synthesize, or submit witnesses instead of inputs")

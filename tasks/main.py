@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from zkqueue.coordinator.errors import ConfigError
+    from zkqueue.coordinator.keys import SYNTH_QUEUE
     from zkqueue.coordinator.settings import Settings
     from zkqueue.groth16.errors import Groth16Error
     from zkqueue.workers import faults
@@ -133,10 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("TEST FAULT ACTIVE on worker %s: %s", worker_id, fault)
 
     from . import finalize, partition, synthesize  # noqa: F401  (registers the tasks before the pool forks)
-    _install_signals(app, settings, worker_id)
+    consumed = queues(worker_id, args.device, args.synthesize)
+    _install_signals(app, settings, worker_id, synthesizes=SYNTH_QUEUE in consumed)
     app.worker_main(argv=[
         "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
-        f"--queues={','.join(queues(worker_id, args.device, args.synthesize))}", f"--loglevel={args.loglevel}",
+        f"--queues={','.join(consumed)}", f"--loglevel={args.loglevel}",
         "--without-mingle", "--without-gossip", "--prefetch-multiplier=1",
         # Celery's event heartbeat only feeds monitors (Flower); liveness is our own heartbeat.
         *([] if settings.task_events else ["--without-heartbeat"]),
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _install_signals(app, settings, worker_id: str) -> None:
+def _install_signals(app, settings, worker_id: str, *, synthesizes: bool) -> None:
     from celery import signals
 
     from zkqueue.coordinator.keys import worker_queue
@@ -171,7 +173,8 @@ def _install_signals(app, settings, worker_id: str) -> None:
         except psutil.Error:
             children = []
         return {"worker": worker_id, "pid": os.getpid(), "pgid": os.getpgid(0), "children": children,
-                "queue": worker_queue(worker_id), "fingerprint": ctx.fingerprint, "started_at": state["t0"]}
+                "queue": worker_queue(worker_id), "synthesizes": synthesizes, "fingerprint": ctx.fingerprint,
+                "started_at": state["t0"]}
 
     @signals.worker_ready.connect(weak=False)
     def _ready(**_):

@@ -18,6 +18,7 @@ from queue_support import (CHAIN, PARTITIONS, ROOT, WorkerGroup, queue, slot_eve
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import queue_lists
+from zkqueue.coordinator.client import Client
 from zkqueue.coordinator.errors import BadRequest, JobFailed
 from zkqueue.coordinator.jobs import JobState, SlotState
 
@@ -169,7 +170,6 @@ def test_a_vanished_synthesis_worker_is_replaced_by_the_reaper(queue, tmp_path):
 
 
 def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
-    from zkqueue.coordinator.client import Client
     from zkqueue.coordinator.reaper import Reaper
     client = Client(settings=queue.settings(max_attempts=2, lease_ttl_s=1.0))
     queue.clients.append(client)
@@ -195,7 +195,6 @@ def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
 
 def test_synthesis_messages_lost_from_the_broker_or_orphaned_are_sent_again(queue):
     from test_queue_failures import _TAKE_ONE
-    from zkqueue.coordinator.client import Client
     client = Client(settings=queue.settings(queued_check_s=2.0))      # its deadlines are the submitter's
     queue.clients.append(client)
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
@@ -219,10 +218,10 @@ def test_synthesis_messages_lost_from_the_broker_or_orphaned_are_sent_again(queu
     wait_until(lambda: queue.r.hlen("unacked") == 0, 10, "every delivered message to be acknowledged")
 
 
-def _worker_with_flags(queue, *flags) -> WorkerGroup:
+def _worker_with_flags(queue, *flags, env: dict | None = None) -> WorkerGroup:
     """`zkqueue worker --cpu 1 FLAGS` in its own process group (killed at teardown)."""
     log_path = queue.tmp / f"workers-{len(queue.groups)}.log"
-    env = queue.env()
+    env = {**queue.env(), **{k: str(v) for k, v in (env or {}).items()}}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", "1", "--threads", "1",
                                  *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -247,6 +246,33 @@ def test_a_worker_started_with_no_synthesize_only_proves(queue):
     from_inputs.wait(60)
     st = from_inputs.status()
     assert {e["worker"] for e in _events(st, "synthesized")} == {synth_id}
+
+
+def test_an_inputs_job_on_a_fleet_that_never_synthesizes_fails_saying_why(queue):
+    """Workers alive but none taking synthesis (GPU workers only, say): the job does not wait
+    forever. It fails after orphan_timeout_s, naming the cause; proving goes on meanwhile."""
+    orphan_timeout_s = 3
+    prover = _worker_with_flags(queue, "--no-synthesize",
+                                env={"ZKQUEUE_QUEUED_CHECK_S": 1, "ZKQUEUE_ORPHAN_TIMEOUT_S": orphan_timeout_s})
+    prover_id = queue.ready(prover)[0]["worker"]
+    client = Client(settings=queue.settings(queued_check_s=1))   # its first check is due 1 s after sending
+    started = time.monotonic()
+    from_inputs = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
+    client.submit(ZKEY, PARTITIONS[:1]).wait(60)
+    with pytest.raises(JobFailed) as info:
+        from_inputs.wait(60)
+    waited = time.monotonic() - started
+    assert "no live worker takes witness synthesis" in str(info.value) and prover_id in str(info.value)
+    assert "--synthesize" in str(info.value)
+    assert orphan_timeout_s <= waited < 30, waited
+    assert [p.synth_attempts for p in from_inputs.status().partitions] == [0, 0]
+
+
+def test_only_a_fleet_alive_without_any_synthesizer_is_unserved():
+    from zkqueue.coordinator.synthesis import unserved_reason
+    assert unserved_reason([]) == ""       # no worker at all: the job waits for workers
+    assert unserved_reason([{"worker": "g", "synthesizes": False}, {"worker": "c", "synthesizes": True}]) == ""
+    assert "g0, g1" in unserved_reason([{"worker": "g1", "synthesizes": False}, {"worker": "g0"}])
 
 
 def test_gpu_workers_prove_only_unless_told_and_cpu_workers_do_both():
