@@ -202,8 +202,7 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
     steps.push_back({{}, coset(c)});                                         // 3
     steps.push_back({{1, 2, 3}, [&](int t) {                                 // 4: h, into a
         int e = h_scalars<Fr>(aw, bw, cw, aw, n, t);
-        std::vector<Fr>().swap(b);  // the MSMs' scratch may reuse this memory
-        std::vector<Fr>().swap(c);
+        for (auto* v : {&b, &c, &scale, &tw.t}) std::vector<Fr>().swap(*v);  // for the MSMs' scratch
         return e;
     }});
     steps.push_back({{4}, msm_step(Fq{}, key.h, aw, n, raw_h)});
