@@ -139,7 +139,7 @@ def from_words(buf: ctypes.Array, mont: bool = True, r: int = 0) -> list[int]:
 
 
 @pytest.mark.parametrize("curve", CURVES, ids=IDS)
-@pytest.mark.parametrize("log_n", [1, 2, 5, 13, 14, 15])
+@pytest.mark.parametrize("log_n", [0, 1, 2, 5, 13, 14, 15])
 def test_h_from_ab_vs_python(curve, log_n, arith):
     """h = A*B - C on the odd coset from A, B on the domain (the transform half of the prove):
     sizes below, at and above the cache block (outer stages: one, two fused, fused + one)."""

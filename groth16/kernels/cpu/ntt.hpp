@@ -51,6 +51,14 @@ inline size_t bitrev(size_t x, int bits) {
     return r;
 }
 
+// 2^-k: the inverse transform's factor 1/n.
+template <class Fr>
+Fr inv_pow2(int k) {
+    Fr two_inv = Fr::from_uint(2).inv(), x = Fr::one();
+    for (int i = 0; i < k; i++) x = x * two_inv;
+    return x;
+}
+
 template <class Fr>
 Fr pow_u64(const Fr& x, uint64_t e) {
     return x.pow_words([&](int) { return e; }, 1);
@@ -76,7 +84,7 @@ void mul_geometric(Fr* a, size_t n, const Fr& start, const Fr& step, int threads
     });
 }
 
-// Twiddles of every stage of a size-n transform (n >= 2), stage after stage: for
+// Twiddles of every stage of a size-n transform (none for n = 1), stage after stage: for
 // len = 2, 4, ..., n the len/2 powers w^j of w = omega_n^(n/len) at offset len/2 - 1
 // (n - 1 elements in all). One contiguous run per stage keeps the twiddles a block uses in
 // few cache lines; one n/2 table read with stride n/len would touch a line per twiddle.
@@ -85,6 +93,7 @@ template <class Fr>
 struct Twiddles {
     std::vector<Fr> t;
     Twiddles(const Fr& omega, size_t n, int threads) : t(n - 1) {
+        if (n < 2) return;  // a size-1 transform has no butterflies
         fill_geometric(t.data() + n / 2 - 1, n / 2, Fr::one(), omega, threads);
         for (size_t len = n / 2; len >= 2; len /= 2) {
             Fr* dst = t.data() + len / 2 - 1;
@@ -221,7 +230,7 @@ void bitrev_permute(Fr* a, size_t n, int k, int threads) {
     });
 }
 
-// Values of a polynomial on <omega> (natural order, n >= 2) -> its values on the coset
+// Values of a polynomial on <omega> (natural order) -> its values on the coset
 // g<omega>, in place. `scale[j]` = g^bitrev(j) / n (see coset_scale).
 template <class Fr>
 void to_coset(Fr* a, size_t n, const Twiddles<Fr>& tw, const Fr* scale, int threads) {
@@ -243,10 +252,7 @@ void to_coset(Fr* a, size_t n, const Twiddles<Fr>& tw, const Fr* scale, int thre
 template <class Fr>
 std::vector<Fr> coset_scale(const Fr& g, size_t n, int k, int threads) {
     std::vector<Fr> s(n);
-    Fr n_inv = Fr::one();
-    Fr two_inv = Fr::from_uint(2).inv();
-    for (int i = 0; i < k; i++) n_inv = n_inv * two_inv;
-    fill_geometric(s.data(), n, n_inv, g, threads);
+    fill_geometric(s.data(), n, inv_pow2<Fr>(k), g, threads);
     bitrev_permute(s.data(), n, k, threads);
     return s;
 }
@@ -273,10 +279,7 @@ int ntt(uint64_t* data, size_t n, bool inverse, const uint64_t* shift_words, int
     else dif<false>(a, n, tw, threads);
     bitrev_permute(a, n, k, threads);
     if (inverse) {
-        Fr n_inv = Fr::one();
-        Fr two_inv = Fr::from_uint(2).inv();
-        for (int i = 0; i < k; i++) n_inv = n_inv * two_inv;
-        mul_geometric(a, n, n_inv, shift_words ? shift.inv() : Fr::one(), threads);
+        mul_geometric(a, n, inv_pow2<Fr>(k), shift_words ? shift.inv() : Fr::one(), threads);
     }
     return ZKQ_OK;
 }

@@ -135,7 +135,7 @@ inline void release_pages(bool release, const void* p, size_t bytes) {
 template <class Fr, int S>
 int h_from_ab(Fr* a, Fr* b, size_t n, const Fr& g, int threads) {
     const int k = log2_exact(n);
-    if (k < 1 || k > S) return ZKQ_ERR_SIZE;
+    if (k < 0 || k > S) return ZKQ_ERR_SIZE;
     std::vector<Fr> c(n);
     uint64_t *aw = reinterpret_cast<uint64_t*>(a), *bw = reinterpret_cast<uint64_t*>(b);
     uint64_t* cw = reinterpret_cast<uint64_t*>(c.data());
@@ -156,7 +156,7 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
     constexpr size_t G1W = 2 * sizeof(Fq) / 8, G2W = 2 * sizeof(Fq2) / 8;
     const size_t n = key.domain;
     const int k = log2_exact(n);
-    if (k < 1 || k > S) return ZKQ_ERR_SIZE;
+    if (k < 0 || k > S) return ZKQ_ERR_SIZE;
     if (key.npublic >= key.nvars) return ZKQ_ERR_ARG;
     if (threads < 1) threads = 1;
     auto clock = std::chrono::steady_clock::now;
