@@ -25,16 +25,52 @@ def _threads(value: str) -> int:
     return n
 
 
+def _native_cpu(backend: str) -> bool:
+    """True when the prove runs on the CPU, so that it takes the numpy-free native whole-prove:
+    --backend cpu, or auto where no GPU is usable (known without importing CuPy when it is
+    not installed). --backend cuda, and auto with a usable GPU, take get_backend's path."""
+    if backend != "auto":
+        return backend == "cpu"
+    import importlib.util  # noqa: PLC0415
+    from . import backends  # noqa: PLC0415 - light: imports neither numpy nor CuPy
+    if backends.cuda_emulated():
+        return False
+    if importlib.util.find_spec("cupy") is None:
+        usable, why = False, "CuPy is not installed"
+    else:
+        usable, why = backends.cuda_status()
+    if not usable:
+        logging.getLogger("zkqueue.backend").info("backend auto: using cpu (%s)", why)
+    return not usable
+
+
 def cmd_prove(args: argparse.Namespace) -> int:
+    # A one-shot process: the cyclic GC would only rescan the objects of the imports below.
+    gc.disable()
+    from .formats import jsonfiles
+
+    t0 = time.perf_counter()
+    if not args.r1cs and _native_cpu(args.backend):
+        from . import native_prove
+        result = native_prove.prove_files(args.zkey, args.witness, threads=args.threads)
+    else:
+        result = _prove_with_backend(args)
+    jsonfiles.write_json(args.proof, jsonfiles.proof_json(result.proof))
+    jsonfiles.write_public(args.public, result.public_signals)
+    if args.verbose:
+        steps = " ".join(f"{k}={v:.3f}s" for k, v in result.timings_s.items())
+        print(f"proved {result.proof.curve.name} in {time.perf_counter() - t0:.3f}s ({steps})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _prove_with_backend(args: argparse.Namespace):
+    """The backend-op path (groth16/prover.py): CUDA, auto with CuPy installed, and --r1cs."""
     # numpy's OpenBLAS starts a thread per core when it is imported; the prover does no
     # linear algebra, so a one-shot process skips that start-up cost.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # A one-shot process: the cyclic GC would only rescan the objects of the imports below.
-    gc.disable()
     from . import backends, prover
-    from .formats import jsonfiles, r1cs, wtns, zkey
+    from .formats import r1cs, wtns, zkey
 
-    t0 = time.perf_counter()
     key = zkey.read_zkey(args.zkey)
     witness = wtns.read_wtns(args.witness)
     prover.check_inputs(key, witness)
@@ -46,14 +82,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
         if bad is not None:
             raise UnsatisfiedError(f"the witness does not satisfy constraint {bad} of {args.r1cs}",
                                           path=args.witness, found=bad)
-    result = prover.prove(key, witness, backend)
-    jsonfiles.write_json(args.proof, jsonfiles.proof_json(result.proof))
-    jsonfiles.write_public(args.public, result.public_signals)
-    if args.verbose:
-        steps = " ".join(f"{k}={v:.3f}s" for k, v in result.timings_s.items())
-        print(f"proved {key.curve.name} n={key.domain_size} in {time.perf_counter() - t0:.3f}s ({steps})",
-              file=sys.stderr)
-    return EXIT_OK
+    return prover.prove(key, witness, backend)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

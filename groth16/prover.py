@@ -15,16 +15,19 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from .backends.base import Backend
 from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
 from .errors import MismatchError, UnsatisfiedError
-from .formats.wtns import Witness
-from .formats.zkey import ZKey
-from .model import Proof
+from .model import Proof, VerificationKey
 from . import verifier
+
+if TYPE_CHECKING:  # numpy-free at import: native_prove.py shares check_inputs and self_check
+    import numpy as np
+
+    from .backends.base import Backend
+    from .formats.wtns import Witness, WtnsHeader
+    from .formats.zkey import ZKey, ZKeyHeader
 
 
 @dataclass
@@ -37,14 +40,21 @@ class ProveResult:
 
 
 def _scalars(curve, values: list[int]) -> np.ndarray:
+    import numpy as np  # noqa: PLC0415
     return np.frombuffer(scalars_to_bytes(curve, values), dtype="<u8").reshape(-1, 4)
 
 
 def _rows(*points: bytes) -> np.ndarray:
+    import numpy as np  # noqa: PLC0415
     return np.frombuffer(b"".join(points), dtype="<u8").reshape(len(points), -1)
 
 
-def check_inputs(zkey: ZKey, witness: Witness) -> None:
+def blinding_scalars(curve) -> tuple[int, int]:
+    """Fresh r, s in [1, r) from the OS's CSPRNG: two proofs of one witness never match."""
+    return secrets.randbelow(curve.r - 1) + 1, secrets.randbelow(curve.r - 1) + 1
+
+
+def check_inputs(zkey: ZKey | ZKeyHeader, witness: Witness | WtnsHeader) -> None:
     """Checks that a witness belongs to a key (curve and length).
 
     Raises:
@@ -94,7 +104,7 @@ def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = 
     t["msm"] = time.perf_counter() - t0
 
     # Blinding: a few tiny MSMs reuse the kernels for the point additions.
-    r, s = secrets.randbelow(curve.r - 1) + 1, secrets.randbelow(curve.r - 1) + 1
+    r, s = blinding_scalars(curve)
     pi_a = backend.msm_g1(_rows(pi_a_raw, zkey.alpha1, zkey.delta1), _scalars(curve, [1, 1, r]))
     pi_b = backend.msm_g2(_rows(pi_b_raw, zkey.beta2, zkey.delta2), _scalars(curve, [1, 1, s]))
     b1 = backend.msm_g1(_rows(b1_raw, zkey.beta1, zkey.delta1), _scalars(curve, [1, 1, s]))
@@ -106,10 +116,20 @@ def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = 
     public = witness.public_signals(zkey.n_public)
     if self_check:
         t0 = time.perf_counter()
-        if not verifier.verify(zkey.verification_key, proof, public):
-            raise UnsatisfiedError(
-                "the witness does not satisfy the circuit's constraints (the proof it yields fails "
-                f"verification against {zkey.path}); pass --r1cs to name the broken constraint",
-                path=witness.path)
+        check_proof(zkey.verification_key, proof, public, zkey.path, witness.path)
         t["verify"] = time.perf_counter() - t0
     return ProveResult(proof=proof, public_signals=public, timings_s=t)
+
+
+def check_proof(vk: VerificationKey, proof: Proof, public: list[int], zkey_path: str, witness_path: str) -> None:
+    """Verifies a fresh proof against the key's own verification key.
+
+    Raises:
+        UnsatisfiedError: it does not verify: the witness breaks a constraint (or the key's
+            coefficients are corrupt).
+    """
+    if not verifier.verify(vk, proof, public):
+        raise UnsatisfiedError(
+            "the witness does not satisfy the circuit's constraints (the proof it yields fails "
+            f"verification against {zkey_path}); pass --r1cs to name the broken constraint",
+            path=witness_path)

@@ -9,10 +9,13 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from ..curves import Curve
 from ..errors import BackendUnavailable
-from .base import Backend
+
+if TYPE_CHECKING:  # .base imports numpy; `zkqueue prove --backend auto` on a CPU stays numpy-free
+    from .base import Backend
 
 log = logging.getLogger("zkqueue.backend")
 

@@ -21,8 +21,13 @@ SECTION_HEADER_BYTES = 12
 class BinFile:
     """A parsed container: `section(t)` returns section t's payload as a memoryview."""
 
-    def __init__(self, path: str | Path, magic: bytes, kind: str, versions: tuple[int, ...]):
+    def __init__(self, path: str | Path, magic: bytes, kind: str, versions: tuple[int, ...],
+                 *, native: bool = False):
         """Open and index `path`.
+
+        `native`: map the file copy-on-write instead of read-only, so that `address()` can
+        hand its memory to native code (ctypes takes addresses of writable buffers only).
+        Nothing writes to it: the pages stay shared with the page cache.
 
         Raises:
             FormatError: unreadable, truncated, wrong magic or version, or a section that
@@ -36,7 +41,8 @@ class BinFile:
                 if size == 0:
                     raise FormatError(f"empty file, expected a {kind}", path=path,
                                       expected=f"{kind} data", found="0 bytes")
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                access = mmap.ACCESS_COPY if native else mmap.ACCESS_READ
+                self._map = mmap.mmap(f.fileno(), 0, access=access)
         except OSError as exc:
             raise FormatError(f"cannot read {kind}: {exc.strerror}", path=path) from exc
         self.data = memoryview(self._map)
@@ -68,6 +74,30 @@ class BinFile:
                 raise FormatError(f"corrupt {kind}: section type {stype} appears twice", path=path)
             self.sections[stype] = (pos, ssize)
             pos += ssize
+
+    def address(self, offset: int = 0) -> int:
+        """Memory address of byte `offset` of the file (a BinFile opened with native=True)."""
+        import ctypes  # noqa: PLC0415 - only the native whole-prove needs it
+
+        return ctypes.addressof(ctypes.c_char.from_buffer(self._map)) + offset
+
+    def release(self, offset: int, size: int) -> None:
+        """Drops the whole pages of bytes [offset, offset + size) from this process's resident
+        set (a BinFile opened with native=True; the pages stay in the page cache and are read
+        back if touched again): keeps the peak RSS of a one-shot prove down."""
+        start = -(-offset // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = (offset + size) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > start:
+            self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+    def section_offset(self, stype: int, name: str) -> int:
+        """Byte offset of section `stype`'s payload in the file.
+
+        Raises:
+            FormatError: the section is missing.
+        """
+        self.section(stype, name)
+        return self.sections[stype][0]
 
     def section(self, stype: int, name: str) -> memoryview:
         """Payload of section `stype` (named `name` in errors).

@@ -1,9 +1,11 @@
 """Reader for Groth16 .zkey proving keys as written by snarkjs 0.7.x.
 
-Point sections are exposed as zero-copy numpy views in the file's own encoding (affine,
-Montgomery, little endian; see encoding.py), which is what the kernels consume. Section
-sizes are checked against the header, and every point is checked to lie on its curve
-(`ZKey.check_points`), so a truncated or corrupted key is refused before any proving.
+`read_header` validates the container, the groth16 header and every section's size
+without numpy (the native whole-prove, groth16/native_prove.py, starts from it);
+`read_zkey` adds zero-copy numpy views of the sections in the file's own encoding (affine,
+Montgomery, little endian; see encoding.py), which is what the backend kernels consume.
+Every point is checked to lie on its curve (`ZKey.check_points`), so a truncated or
+corrupted key is refused before any proving.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ import struct
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .. import curves
 from ..curves import Curve
@@ -22,12 +23,78 @@ from ..errors import FormatError, UnsupportedError
 from ..model import VerificationKey
 from .binfile import BinFile, read_prime
 
+if TYPE_CHECKING:
+    import numpy as np
+
 PROTOCOLS = {1: "groth16", 2: "plonk", 10: "fflonk"}
 
 # Section ids (snarkjs zkey_utils.js).
 SEC_PROTOCOL, SEC_HEADER, SEC_IC, SEC_COEFS, SEC_A, SEC_B1, SEC_B2, SEC_C, SEC_H = range(1, 10)
 
-COEF_DTYPE = np.dtype([("matrix", "<u4"), ("constraint", "<u4"), ("signal", "<u4"), ("value", "<u8", (4,))])
+COEF_BYTES = 44  # section 4 entry: matrix u32, constraint u32, signal u32, value 32 bytes
+
+# Point sections, in the order they are validated: (snarkjs's name, section id, G2?).
+POINT_SECTIONS = (("IC", SEC_IC, False), ("A", SEC_A, False), ("B1", SEC_B1, False),
+                  ("B2", SEC_B2, True), ("C", SEC_C, False), ("H", SEC_H, False))
+
+
+def coef_dtype():
+    """numpy dtype of a section 4 entry (numpy is imported here, not by the module)."""
+    import numpy as np  # noqa: PLC0415 - keeps `zkqueue prove --backend cpu` numpy-free
+    return np.dtype([("matrix", "<u4"), ("constraint", "<u4"), ("signal", "<u4"), ("value", "<u8", (4,))])
+
+
+def point_groups(key: ZKey | ZKeyHeader) -> list[tuple[str, bool, bytes | int]]:
+    """What a key's point check covers, in order: (name in errors, G2?, the header's points
+    as LEM bytes, or a point section's id)."""
+    return [("header (alpha1, beta1, delta1)", False, key.alpha1 + key.beta1 + key.delta1),
+            ("header (beta2, gamma2, delta2)", True, key.beta2 + key.gamma2 + key.delta2),
+            *((f"section {sec} ({name})", g2, sec) for name, sec, g2 in POINT_SECTIONS)]
+
+
+def point_error(path: str, curve: Curve, name: str, exc: FormatError) -> FormatError:
+    """The error for a bad point found by a backend's check in the named part of a key."""
+    return FormatError(f"corrupt .zkey: {name}: {exc} (on {curve.name})", path=path)
+
+
+def make_verification_key(curve: Curve, alpha1: bytes, beta2: bytes, gamma2: bytes, delta2: bytes,
+                          ic_rows: list[bytes]) -> VerificationKey:
+    """A VerificationKey from a key's header points and its IC points (LEM bytes)."""
+    return VerificationKey(curve=curve, alpha1=g1_from_lem(curve, alpha1), beta2=g2_from_lem(curve, beta2),
+                           gamma2=g2_from_lem(curve, gamma2), delta2=g2_from_lem(curve, delta2),
+                           ic=tuple(g1_from_lem(curve, row) for row in ic_rows))
+
+
+@dataclass
+class ZKeyHeader:
+    """A .zkey whose header and section sizes are validated; sections stay in the mapped file."""
+
+    path: str
+    curve: Curve
+    n_vars: int
+    n_public: int
+    domain_size: int
+    n_coefs: int            # entries of section 4
+    alpha1: bytes           # header points, LEM
+    beta1: bytes
+    beta2: bytes
+    gamma2: bytes
+    delta1: bytes
+    delta2: bytes
+    file: BinFile
+
+    def points_count(self, sec: int) -> int:
+        """Number of points in point section `sec` (3, 5-9)."""
+        return {SEC_IC: self.n_public + 1, SEC_H: self.domain_size,
+                SEC_C: self.n_vars - self.n_public - 1}.get(sec, self.n_vars)
+
+    @cached_property
+    def verification_key(self) -> VerificationKey:
+        """The verification key embedded in this proving key."""
+        ic = self.file.section(SEC_IC, "IC")
+        g1b = self.curve.g1_bytes
+        return make_verification_key(self.curve, self.alpha1, self.beta2, self.gamma2, self.delta2,
+                                     [bytes(ic[i * g1b:(i + 1) * g1b]) for i in range(self.n_public + 1)])
 
 
 @dataclass
@@ -61,15 +128,8 @@ class ZKey:
     @cached_property
     def verification_key(self) -> VerificationKey:
         """The verification key embedded in this proving key."""
-        c = self.curve
-        return VerificationKey(
-            curve=c,
-            alpha1=g1_from_lem(c, self.alpha1),
-            beta2=g2_from_lem(c, self.beta2),
-            gamma2=g2_from_lem(c, self.gamma2),
-            delta2=g2_from_lem(c, self.delta2),
-            ic=tuple(g1_from_lem(c, self.ic[i].tobytes()) for i in range(self.n_public + 1)),
-        )
+        return make_verification_key(self.curve, self.alpha1, self.beta2, self.gamma2, self.delta2,
+                                     [self.ic[i].tobytes() for i in range(self.n_public + 1)])
 
     def check_points(self, backend) -> None:
         """Checks that every point of the key lies on its curve.
@@ -77,34 +137,29 @@ class ZKey:
         Raises:
             FormatError: naming the section and index of the first bad point.
         """
-        c = self.curve
-        header_g1 = np.frombuffer(self.alpha1 + self.beta1 + self.delta1, dtype="<u8").reshape(3, -1)
-        header_g2 = np.frombuffer(self.beta2 + self.gamma2 + self.delta2, dtype="<u8").reshape(3, -1)
-        for name, pts, check in (
-            ("header (alpha1, beta1, delta1)", header_g1, backend.check_g1),
-            ("header (beta2, gamma2, delta2)", header_g2, backend.check_g2),
-            ("section 3 (IC)", self.ic, backend.check_g1),
-            ("section 5 (A)", self.a_query, backend.check_g1),
-            ("section 6 (B1)", self.b1_query, backend.check_g1),
-            ("section 7 (B2)", self.b2_query, backend.check_g2),
-            ("section 8 (C)", self.l_query, backend.check_g1),
-            ("section 9 (H)", self.h_query, backend.check_g1),
-        ):
+        import numpy as np  # noqa: PLC0415
+
+        arrays = {SEC_IC: self.ic, SEC_A: self.a_query, SEC_B1: self.b1_query, SEC_B2: self.b2_query,
+                  SEC_C: self.l_query, SEC_H: self.h_query}
+        for name, g2, what in point_groups(self):
+            pts = np.frombuffer(what, dtype="<u8").reshape(3, -1) if isinstance(what, bytes) else arrays[what]
             try:
-                check(pts)
+                (backend.check_g2 if g2 else backend.check_g1)(pts)
             except FormatError as exc:
-                raise FormatError(f"corrupt .zkey: {name}: {exc} (on {c.name})", path=self.path) from None
+                raise point_error(self.path, self.curve, name, exc) from None
 
 
-def read_zkey(path: str | Path) -> ZKey:
-    """Reads and structurally validates a Groth16 .zkey.
+def read_header(path: str | Path, *, native: bool = False) -> ZKeyHeader:
+    """Reads and structurally validates a Groth16 .zkey without touching its point sections.
+
+    `native`: map the file so that native code can read it in place (BinFile.address).
 
     Raises:
         FormatError: not a .zkey, truncated, or sections of the wrong size.
         UnsupportedError: a PLONK/FFLONK key, or a curve other than bn128 / bls12381.
     """
     path = str(path)
-    f = BinFile(path, b"zkey", ".zkey", versions=(1,))
+    f = BinFile(path, b"zkey", ".zkey", versions=(1,), native=native)
     proto = f.expect_size(SEC_PROTOCOL, "protocol", 4)
     (protocol,) = struct.unpack_from("<I", proto, 0)
     if protocol != 1:
@@ -141,28 +196,48 @@ def read_zkey(path: str | Path) -> ZKey:
         pos += size
     alpha1, beta1, beta2, gamma2, delta1, delta2 = header_points
 
-    def points(sec: int, name: str, count: int, size: int) -> np.ndarray:
-        buf = f.expect_size(sec, name, count * size)
-        return np.frombuffer(buf, dtype="<u8").reshape(count, size // 8)
-
     coef_sec = f.section(SEC_COEFS, "coefficients")
     if len(coef_sec) < 4:
         raise FormatError("corrupt .zkey: section 4 (coefficients) has no count", path=path)
     (n_coefs,) = struct.unpack_from("<I", coef_sec, 0)
-    want = 4 + n_coefs * COEF_DTYPE.itemsize
+    want = 4 + n_coefs * COEF_BYTES
     if len(coef_sec) != want:
         raise FormatError(f"corrupt .zkey: section 4 (coefficients) is {len(coef_sec)} bytes, "
                           f"{n_coefs} entries need {want}", path=path, expected=want, found=len(coef_sec))
 
+    header = ZKeyHeader(path=path, curve=curve, n_vars=n_vars, n_public=n_public, domain_size=domain_size,
+                        n_coefs=n_coefs, alpha1=alpha1, beta1=beta1, beta2=beta2, gamma2=gamma2,
+                        delta1=delta1, delta2=delta2, file=f)
+    for name, sec, g2 in POINT_SECTIONS:
+        f.expect_size(sec, name, header.points_count(sec) * (g2b if g2 else g1b))
+    return header
+
+
+def read_zkey(path: str | Path) -> ZKey:
+    """Reads and structurally validates a Groth16 .zkey, with numpy views of its sections.
+
+    Raises:
+        FormatError: not a .zkey, truncated, or sections of the wrong size.
+        UnsupportedError: a PLONK/FFLONK key, or a curve other than bn128 / bls12381.
+    """
+    import numpy as np  # noqa: PLC0415 - read_header, the lean path's reader, stays numpy-free
+
+    h = read_header(path)
+    f, c = h.file, h.curve
+
+    def points(sec: int, name: str, g2: bool) -> np.ndarray:
+        size = c.g2_bytes if g2 else c.g1_bytes
+        return np.frombuffer(f.section(sec, name), dtype="<u8").reshape(h.points_count(sec), size // 8)
+
     return ZKey(
-        path=path, curve=curve, n_vars=n_vars, n_public=n_public, domain_size=domain_size,
-        alpha1=alpha1, beta1=beta1, beta2=beta2, gamma2=gamma2, delta1=delta1, delta2=delta2,
-        ic=points(SEC_IC, "IC", n_public + 1, g1b),
-        coefs=np.frombuffer(coef_sec[4:], dtype=COEF_DTYPE),
-        a_query=points(SEC_A, "A", n_vars, g1b),
-        b1_query=points(SEC_B1, "B1", n_vars, g1b),
-        b2_query=points(SEC_B2, "B2", n_vars, g2b),
-        l_query=points(SEC_C, "C", n_vars - n_public - 1, g1b),
-        h_query=points(SEC_H, "H", domain_size, g1b),
+        path=h.path, curve=c, n_vars=h.n_vars, n_public=h.n_public, domain_size=h.domain_size,
+        alpha1=h.alpha1, beta1=h.beta1, beta2=h.beta2, gamma2=h.gamma2, delta1=h.delta1, delta2=h.delta2,
+        ic=points(SEC_IC, "IC", False),
+        coefs=np.frombuffer(f.section(SEC_COEFS, "coefficients")[4:], dtype=coef_dtype()),
+        a_query=points(SEC_A, "A", False),
+        b1_query=points(SEC_B1, "B1", False),
+        b2_query=points(SEC_B2, "B2", True),
+        l_query=points(SEC_C, "C", False),
+        h_query=points(SEC_H, "H", False),
         _file=f,
     )

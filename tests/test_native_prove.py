@@ -1,0 +1,181 @@
+"""The native whole-prove (groth16/native_prove.py, kernels/cpu/prove.cpp) and the NTT it uses.
+
+Checked against the backend-op prover (groth16/prover.py, the path CUDA and the workers
+take), snarkjs as the independent verifier, and a Python NTT; on each arithmetic variant
+this CPU runs. And `zkqueue prove --backend cpu` must not import numpy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from zkqueue.groth16 import native, native_prove, prover
+from zkqueue.groth16.backends.cpu import CpuBackend
+from zkqueue.groth16.curves import BLS12381, BN128
+from zkqueue.groth16.errors import FormatError
+from zkqueue.groth16.formats import wtns, zkey
+
+from conftest import fixture_dir, snarkjs_verifies
+from test_bad_input import copy, flip, prove_fails, section_offset
+
+CURVES = [BN128, BLS12381]
+IDS = [c.name for c in CURVES]
+ARITH = (["x86-adx"] if native.has_adx() else []) + ["portable"]
+R256 = 1 << 256
+
+
+@pytest.fixture(params=ARITH)
+def arith(request, monkeypatch):
+    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", request.param)
+    return request.param
+
+
+# ---- the command line --------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["bn128_chain_12", "bls12381_chain_10"])
+def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
+    """The `zkqueue` console script's prove (coordinator/cli.py) never imports numpy, and
+    snarkjs accepts the proof it writes."""
+    d = fixture_dir(name)
+    proof, public = tmp_path / "proof.json", tmp_path / "public.json"
+    for backend in ("cpu", "auto"):  # auto: no CuPy on a CPU-only machine
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "zkqueue.coordinator.cli", "prove",
+                               str(d / "circuit_final.zkey"), str(d / "witness.wtns"), str(proof), str(public),
+                               "--backend", backend], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line]
+        assert "groth16.native_prove" in imported
+        assert not [m for m in imported if m.split(".")[0] == "numpy"], proc.stderr[-6000:]
+        assert snarkjs_verifies(d / "verification_key.json", public, proof)
+
+
+# ---- the same proof as the backend-op prover -----------------------------------------------
+
+@pytest.mark.parametrize("name", ["bn128_chain_12", "bls12381_chain_12", "bn128_poseidon_10"])
+def test_native_prove_equals_backend_prover(name, arith, monkeypatch):
+    """With r and s fixed, the native whole-prove yields exactly the backend-op prover's
+    proof, whatever the thread count (its steps are scheduled dynamically on two lanes)."""
+    d = fixture_dir(name)
+    key, witness = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
+    rng = random.Random(name)
+    r, s = rng.randrange(1, key.curve.r), rng.randrange(1, key.curve.r)
+    monkeypatch.setattr(prover, "blinding_scalars", lambda curve: (r, s))
+    monkeypatch.setattr(native_prove, "blinding_scalars", lambda curve: (r, s))
+    expected = prover.prove(key, witness, CpuBackend(key.curve, threads=2, variant=arith))
+    for threads in (1, 2, 3):
+        got = native_prove.prove_files(d / "circuit_final.zkey", d / "witness.wtns", threads=threads,
+                                       variant=arith)
+        assert got.proof == expected.proof, threads
+        assert got.public_signals == expected.public_signals
+
+
+def test_native_prove_is_fresh_each_time():
+    d = fixture_dir("bn128_chain_10")
+    a, b = (native_prove.prove_files(d / "circuit_final.zkey", d / "witness.wtns") for _ in range(2))
+    assert a.proof != b.proof and a.public_signals == b.public_signals
+
+
+# ---- bad input on the native path ------------------------------------------------------------
+
+def test_corrupt_coefficient_names_file_section_and_entry(tmp_path):
+    """A coefficient entry whose signal index is out of range (section 4, entry 7)."""
+    d = fixture_dir("bn128_chain_10")
+
+    def bad_signal(data: bytearray) -> bytearray:
+        at = section_offset(data, 4) + 4 + 7 * 44 + 8
+        data[at:at + 4] = (10**6).to_bytes(4, "little")
+        return data
+    z = copy(d / "circuit_final.zkey", tmp_path / "coef.zkey", bad_signal)
+    err = prove_fails(tmp_path, z, d / "witness.wtns", "--backend", "cpu")
+    assert "coef.zkey" in err and "section 4 (coefficients)" in err and "(entry 7)" in err
+    assert "signal index is not below the number of variables" in err
+
+
+@pytest.mark.parametrize("section", [5, 7, 9])
+def test_bad_point_message_matches_backend_path(tmp_path, section):
+    """A point off the curve gets the same message from the native path as from ZKey.check_points."""
+    d = fixture_dir("bls12381_chain_10")
+    point_bytes = BLS12381.g2_bytes if section == 7 else BLS12381.g1_bytes
+    z = copy(d / "circuit_final.zkey", tmp_path / "p.zkey", flip(section, point_bytes * 3 + 5, 0x04))
+    key = zkey.read_zkey(z)
+    with pytest.raises(FormatError) as backend_err:
+        key.check_points(CpuBackend(key.curve, threads=2))
+    with pytest.raises(FormatError) as native_err:
+        native_prove.prove_files(z, d / "witness.wtns")
+    assert str(native_err.value) == str(backend_err.value)
+    assert f"section {section}" in str(native_err.value) and "(point 3)" in str(native_err.value)
+
+
+# ---- the NTT ----------------------------------------------------------------------------------
+
+def ntt_ref(values: list[int], w: int, r: int) -> list[int]:
+    """out[j] = sum_i values[i] w^(ij) mod r, by recursive radix-2 (O(n log n) on Python ints)."""
+    n = len(values)
+    if n == 1:
+        return list(values)
+    even, odd = ntt_ref(values[0::2], w * w % r, r), ntt_ref(values[1::2], w * w % r, r)
+    out, t = [0] * n, 1
+    for j in range(n // 2):
+        x = odd[j] * t % r
+        out[j], out[j + n // 2] = (even[j] + x) % r, (even[j] - x) % r
+        t = t * w % r
+    return out
+
+
+def to_words(curve, ints: list[int], mont: bool = True) -> ctypes.Array:
+    data = b"".join((v * R256 % curve.r if mont else v).to_bytes(32, "little") for v in ints)
+    return ctypes.create_string_buffer(data, len(data))
+
+
+def from_words(buf: ctypes.Array, mont: bool = True, r: int = 0) -> list[int]:
+    raw = [int.from_bytes(buf.raw[i:i + 32], "little") for i in range(0, len(buf.raw), 32)]
+    return [v * pow(R256, -1, r) % r for v in raw] if mont else raw
+
+
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+@pytest.mark.parametrize("log_n", [0, 1, 2, 5, 13, 14, 15])
+def test_h_from_ab_vs_python(curve, log_n, arith):
+    """h = A*B - C on the odd coset from A, B on the domain (the transform half of the prove):
+    sizes below, at and above the cache block (outer stages: one, two fused, fused + one)."""
+    rng = random.Random(log_n * 7 + curve.native_id)
+    n, r = 1 << log_n, curve.r
+    a = [rng.randrange(r) for _ in range(n)]
+    b = [rng.randrange(r) for _ in range(n)]
+    w, g = curve.root_of_unity(log_n), curve.coset_shift(log_n)
+    n_inv, w_inv = pow(n, -1, r), pow(w, -1, r)
+
+    def odd_coset(values):
+        coefs = [x * n_inv % r for x in ntt_ref(values, w_inv, r)]
+        return ntt_ref([c * pow(g, i, r) % r for i, c in enumerate(coefs)], w, r)
+    ao, bo, co = odd_coset(a), odd_coset(b), odd_coset([x * y % r for x, y in zip(a, b)])
+    expected = [(x * y - z) % r for x, y, z in zip(ao, bo, co)]
+
+    lib = native_prove.library(arith)
+    for threads in (1, 2):
+        aw, bw = to_words(curve, a), to_words(curve, b)
+        rc = lib.zkq_h_from_ab(curve.native_id, aw, bw, n, native_prove.coset_shift_mont(curve, log_n), threads)
+        assert rc == 0
+        assert from_words(aw, mont=False) == expected, threads
+
+
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+@pytest.mark.parametrize("log_n", [13, 14, 15])
+def test_ntt_large_vs_python(curve, log_n, arith):
+    """The backend op's NTT (forward with a coset shift, inverse) above the cache block."""
+    rng = random.Random(log_n + 100 * curve.native_id)
+    n, r = 1 << log_n, curve.r
+    x = [rng.randrange(r) for _ in range(n)]
+    g = curve.coset_shift(log_n)
+    w = curve.root_of_unity(log_n)
+    be = CpuBackend(curve, threads=2, variant=arith)
+    words = np.frombuffer(to_words(curve, x).raw, dtype=np.uint64).reshape(-1, 4)
+    fwd = be.ntt(words, coset_shift=g)
+    assert from_words(ctypes.create_string_buffer(fwd.tobytes(), n * 32), r=r) == \
+        ntt_ref([v * pow(g, i, r) % r for i, v in enumerate(x)], w, r)
+    assert np.array_equal(be.ntt(fwd, inverse=True, coset_shift=g), words)
