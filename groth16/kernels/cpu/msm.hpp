@@ -278,8 +278,8 @@ struct MsmPlan {
 };
 
 // Cost model, in field multiplications of the thread that finishes last:
-//  * COST_POINT per point put into a bucket (the batch-affine addition: ~6 products plus
-//    ~3 for the shared inversion, plus the sort),
+//  * COST_POINT per point put into a bucket (the batch-affine addition: ~6 products with
+//    its share of the batch inversion, plus the sort and the memory traffic),
 //  * COST_BUCKET per bucket of a bucket set (the running sum: one mixed and one full
 //    Jacobian addition, 11 + 16 products).
 // Sub-windows are tasks; when they do not divide evenly among the threads, each of the
