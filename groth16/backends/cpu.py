@@ -353,6 +353,7 @@ class CpuBackend:
         worker's key cache) the tables are freed and the registrations vanish with them.
         When all full tables do not fit, each query gets a share of the budget in
         proportion to its full table's size and a smaller table (or none) is built.
+        Preparing the same arrays again registers the newer tables in place of the older.
         """
         queries = [(zkey.a_query, False), (zkey.b1_query, False), (zkey.b2_query, True),
                    (zkey.l_query, False), (zkey.h_query, False)]
