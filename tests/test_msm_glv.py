@@ -211,6 +211,18 @@ def test_table_msm_matches_plain_and_reference(curve, g2, n):
             assert len(plans) >= 2  # a full table and a shrunk one were both exercised
 
 
+def test_table_msm_spanning_several_chunks():
+    """A table sub-window of more points than one pass of the bucket sort takes (2^15): the
+    buckets' partial sums are carried from pass to pass."""
+    rng = random.Random(21)
+    pw, sw, expected = table_case(BN128, False, 2048, rng)
+    be = CpuBackend(BN128, threads=1)
+    table = be.precompute_g1(pw, 1 << 30)
+    assert 2 * 2048 * table.plan.levels > 1 << 15
+    assert decode_point(BN128, be.msm_g1(pw, sw, table), False) == expected
+    assert decode_point(BN128, be.msm_g1(pw, sw), False) == expected
+
+
 def test_table_forced_for_tiny_inputs_and_level_edges():
     """A table with many levels over one point: scalars r-1, 0 and 2^128 boundaries all
     cross levels (each level is 2^(stride*c) times the last)."""

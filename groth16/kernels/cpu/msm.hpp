@@ -38,8 +38,12 @@ namespace {
 enum : uint8_t { K_ADD, K_DBL, K_LEFT, K_RIGHT, K_INF };
 
 // Points summed per pass of a window: bounds the scratch memory (a bucket's partial sum is
-// carried from one chunk to the next as one more point in that bucket).
-constexpr size_t CHUNK = size_t(1) << 17;
+// carried from one chunk to the next as one more point in that bucket). 2^15 rather than
+// 2^17: the points are scattered into their buckets' slots, and 2 MB of G1 points (4 MB on
+// G2) stay in the cache where 8 MB did not; measured on bn128 G1, 2^14 and 2^16 points,
+// 1 and 2 threads: 3-4% faster without a table, 7-13% with one (a table's sub-window holds
+// ten times as many points, so it ran through many chunks of the larger size).
+constexpr size_t CHUNK = size_t(1) << 15;
 
 template <class F>
 struct Scratch {
