@@ -19,6 +19,12 @@ class KeyCache:
     def used_bytes(self) -> int:
         return sum(size for _, size in self._items.values())
 
+    @property
+    def free_bytes(self) -> int:
+        """Budget not taken by the keys held now (what a new key may add without evicting)."""
+        with self._lock:
+            return self.budget_bytes - self.used_bytes
+
     def contains(self, sha: str) -> bool:
         with self._lock:
             return sha in self._items

@@ -9,6 +9,7 @@ when two different builds agree.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -23,6 +24,8 @@ from .attempt_backend import AttemptBackend, Stopped
 from .faults import Faults
 from .keycache import KeyCache
 
+log = logging.getLogger("zkqueue.proving")
+
 
 class SelfCheckFailed(BackendError):
     """The proof this worker made does not verify against the key's own verification key."""
@@ -35,6 +38,15 @@ class Proved:
     proof: dict
     public: list[str]
     timings_s: dict[str, float]
+
+
+@dataclass
+class ResidentKey:
+    """A loaded key and what its backend precomputed for it (fixed-base MSM tables, see
+    CpuBackend.prepare), cached as one entry: evicting the key frees its tables too."""
+
+    zkey: object
+    prepared: object | None
 
 
 class PartitionProver:
@@ -66,6 +78,9 @@ class PartitionProver:
     def key(self, sha: str, path: Callable[[], Path]):
         """(ZKey, seconds spent loading: 0 when cached). `path()` is only called on a miss.
 
+        A key loaded here also gets the backend's fixed-base MSM tables when the backend
+        has them (CPU) and the key cache has room left for them: see `_prepare`.
+
         Raises:
             groth16 FormatError / UnsupportedError: a corrupt or unsupported key.
         """
@@ -74,13 +89,35 @@ class PartitionProver:
         def load():
             p = path()
             key = read_zkey(p)
-            key.check_points(self.backend(key.curve))   # once per load, not per proof
-            return key, os.path.getsize(p)
+            backend = self.backend(key.curve)
+            key.check_points(backend)   # once per load, not per proof
+            size = os.path.getsize(p)
+            prepared = self._prepare(backend, key, size)
+            return ResidentKey(key, prepared), size + (prepared.nbytes if prepared else 0)
 
         t0 = time.perf_counter()
-        key, cached = self.cache.get(sha, load)
+        resident, cached = self.cache.get(sha, load)
         metrics.key_cache(cached, self.cache.used_bytes)
-        return key, 0.0 if cached else time.perf_counter() - t0
+        return resident.zkey, 0.0 if cached else time.perf_counter() - t0
+
+    def _prepare(self, backend, key, key_bytes: int):
+        """Fixed-base MSM tables for `key` (the backend's `prepare`), sized to the room the
+        key cache has left after the key itself, so that tables never evict another key;
+        None when the backend has no tables or there is no room. The tables' bytes count
+        against the cache budget with the key's (the caller adds them to its size)."""
+        prepare = getattr(backend, "prepare", None)
+        if prepare is None:
+            return None
+        room = self.cache.free_bytes - key_bytes
+        if room <= 0:
+            log.info("key %s: no MSM tables (key cache budget %d bytes, %d free, key %d bytes)",
+                     key.path, self.cache.budget_bytes, self.cache.free_bytes, key_bytes)
+            return None
+        prepared = prepare(key, room)
+        if prepared.nbytes < prepared.full_bytes:
+            log.info("key %s: MSM tables shrunk to %d of %d bytes to fit the key cache budget (%d bytes free)",
+                     key.path, prepared.nbytes, prepared.full_bytes, room)
+        return prepared
 
     def prove(self, zkey_sha: str, zkey_path: Callable[[], Path], witness_path: Path, *, attempt: int,
               stop: threading.Event) -> Proved | None:

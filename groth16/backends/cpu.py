@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import POINTER, c_int, c_int64, c_size_t, c_void_p
+import weakref
+from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint64, c_void_p
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,6 +48,12 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     sig = {
         "zkq_msm_g1": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int],
         "zkq_msm_g2": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int],
+        "zkq_msm_g1_ex": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int, _u64p, c_int],
+        "zkq_msm_g2_ex": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int, _u64p, c_int],
+        "zkq_msm_g1_plan": [c_int, c_size_t, c_int, c_uint64, POINTER(c_int64)],
+        "zkq_msm_g2_plan": [c_int, c_size_t, c_int, c_uint64, POINTER(c_int64)],
+        "zkq_msm_g1_table_build": [c_int, _u64p, c_size_t, c_int, c_int, c_int, _u64p, c_size_t, c_int],
+        "zkq_msm_g2_table_build": [c_int, _u64p, c_size_t, c_int, c_int, c_int, _u64p, c_size_t, c_int],
         "zkq_ntt": [c_int, _u64p, c_size_t, c_int, _u64p, c_int],
         "zkq_fr_mul": [c_int, _u64p, _u64p, _u64p, c_size_t, c_int],
         "zkq_h_scalars": [c_int, _u64p, _u64p, _u64p, _u64p, c_size_t, c_int],
@@ -57,6 +65,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "zkq_test_field_mul": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
         "zkq_test_g1_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
         "zkq_test_g2_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
+        "zkq_test_glv_decompose": [c_int, _u64p, _u64p, c_size_t],
+        "zkq_test_glv_constants": [c_int, _u64p],
     }
     for name, args in sig.items():
         fn = getattr(lib, name)
@@ -105,6 +115,48 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
+@dataclass(frozen=True)
+class MsmPlan:
+    """How an MSM runs (kernels/cpu/msm.hpp, MsmPlan): c-bit signed windows over GLV
+    halves, grouped `stride` bucket sets of `levels` table levels each; a table of
+    `table_bytes` (0: none, levels == 1)."""
+
+    window_bits: int
+    windows: int
+    stride: int
+    levels: int
+    table_bytes: int
+
+
+@dataclass(eq=False)
+class MsmTable:
+    """A fixed-base table for one point array (CpuBackend.precompute_g1/g2). `buffer` is
+    the native layout (header, then the table levels); it keeps `points` alive, so the
+    registration by id in CpuBackend stays unambiguous."""
+
+    points: np.ndarray
+    g2: bool
+    plan: MsmPlan
+    buffer: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.buffer.nbytes
+
+
+@dataclass(eq=False)
+class PreparedKey:
+    """The tables CpuBackend.prepare built for one key; dropping it frees them.
+    `full_bytes`: what full tables for every query would have taken."""
+
+    tables: list[MsmTable]
+    full_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tables)
+
+
 class CpuBackend:
     """Groth16 kernels on the host CPU for one curve (see `groth16.backends.base.Backend`)."""
 
@@ -126,6 +178,8 @@ class CpuBackend:
         self._lib = library(variant)
         self._cid = curve.native_id
         self._nwq = curve.n8q // 8  # 64-bit words per base-field element
+        # id(points array) -> its table, for keys prepared by `prepare` (see there)
+        self._registered: weakref.WeakValueDictionary[int, MsmTable] = weakref.WeakValueDictionary()
 
     # ---- Fr vectors ---------------------------------------------------------------
 
@@ -196,29 +250,125 @@ class CpuBackend:
 
     # ---- MSM and point checks -------------------------------------------------------
 
-    def _msm(self, fn, points: np.ndarray, scalars_std: np.ndarray, width: int, what: str) -> bytes:
+    def _msm(self, g2: bool, points: np.ndarray, scalars_std: np.ndarray, table: "MsmTable | None",
+             window_bits: int = 0) -> bytes:
+        what = "msm_g2" if g2 else "msm_g1"
+        width = self._width(g2)
+        if table is None:
+            table = self._registered.get(id(points))
+            if table is not None and (table.points is not points or table.g2 != g2):
+                table = None  # an id reused by another array: only the registered object counts
+        elif table.points is not points or table.g2 != g2:
+            raise InputError(f"{what}: the table was built for other points",
+                             expected="the array the table was precomputed from", found="another array")
         p = as_words(points, width, f"{what} points")
         s = as_words(scalars_std, 4, f"{what} scalars")
         if p.shape[0] != s.shape[0]:
             raise InputError(f"{what}: {p.shape[0]} points but {s.shape[0]} scalars",
                              expected=p.shape[0], found=s.shape[0])
+        if not 0 <= window_bits <= 15:
+            raise InputError(f"{what}: window_bits must be 0 (automatic) or 1..15", expected="0..15",
+                             found=window_bits)
         out = np.zeros(width, dtype=np.uint64)
-        _check(fn(self._cid, _ptr(p), _ptr(s), p.shape[0], _ptr(out), self.threads), what)
+        fn = self._lib.zkq_msm_g2_ex if g2 else self._lib.zkq_msm_g1_ex
+        rc = fn(self._cid, _ptr(p), _ptr(s), p.shape[0], None if table is None else _ptr(table.buffer),
+                window_bits, _ptr(out), self.threads)
+        _check(rc, what)
         return out.tobytes()
 
-    def msm_g1(self, points: np.ndarray, scalars_std: np.ndarray) -> bytes:
+    def msm_g1(self, points: np.ndarray, scalars_std: np.ndarray, table: MsmTable | None = None, *,
+               window_bits: int = 0) -> bytes:
         """sum scalars[i] * points[i] on G1 as affine LEM bytes (zeros for infinity).
 
-        Raises InputError on mismatched lengths or a scalar >= r.
-        """
-        return self._msm(self._lib.zkq_msm_g1, points, scalars_std, 2 * self._nwq, "msm_g1")
+        `table`: a table from `precompute_g1(points)`. Without one, a table registered by
+        `prepare` for this very array object (not an equal copy) is used when there is one.
+        `window_bits`: 0 lets the cost model pick the window width (see `msm_plan`); 1..15
+        forces it (measurements, tests); a table fixes its own.
 
-    def msm_g2(self, points: np.ndarray, scalars_std: np.ndarray) -> bytes:
+        Raises InputError on mismatched lengths, a scalar >= r, or a table of other points.
+        """
+        return self._msm(False, points, scalars_std, table, window_bits)
+
+    def msm_g2(self, points: np.ndarray, scalars_std: np.ndarray, table: MsmTable | None = None, *,
+               window_bits: int = 0) -> bytes:
         """sum scalars[i] * points[i] on G2 as affine LEM bytes (zeros for infinity).
 
-        Raises InputError on mismatched lengths or a scalar >= r.
+        `table` and `window_bits` as in `msm_g1` (tables from `precompute_g2`).
+
+        Raises InputError on mismatched lengths, a scalar >= r, or a table of other points.
         """
-        return self._msm(self._lib.zkq_msm_g2, points, scalars_std, 4 * self._nwq, "msm_g2")
+        return self._msm(True, points, scalars_std, table, window_bits)
+
+    # ---- fixed-base tables ----------------------------------------------------------
+
+    def _width(self, g2: bool) -> int:
+        return (4 if g2 else 2) * self._nwq
+
+    def msm_plan(self, n: int, *, g2: bool = False, budget_bytes: int = 0) -> MsmPlan:
+        """How an MSM of `n` points runs on this backend's thread count: without a table
+        (`budget_bytes` 0), or with the best fixed-base table of at most `budget_bytes`."""
+        out = (c_int64 * 5)()
+        fn = self._lib.zkq_msm_g2_plan if g2 else self._lib.zkq_msm_g1_plan
+        _check(fn(self._cid, n, self.threads, max(0, int(budget_bytes)), out), "msm_plan")
+        return MsmPlan(*out)
+
+    def table_bytes(self, n: int, *, g2: bool = False, budget_bytes: int) -> int:
+        """Bytes of the table `precompute_g1/g2` would build for `n` points within
+        `budget_bytes` (0 when no table that fits is worth it)."""
+        return self.msm_plan(n, g2=g2, budget_bytes=budget_bytes).table_bytes
+
+    def _precompute(self, g2: bool, points: np.ndarray, budget_bytes: int) -> MsmTable | None:
+        what = "precompute_g2" if g2 else "precompute_g1"
+        p = as_words(points, self._width(g2), f"{what} points")
+        plan = self.msm_plan(p.shape[0], g2=g2, budget_bytes=budget_bytes)
+        if plan.table_bytes == 0:
+            return None
+        buf = np.empty(plan.table_bytes // 8, dtype=np.uint64)
+        fn = self._lib.zkq_msm_g2_table_build if g2 else self._lib.zkq_msm_g1_table_build
+        _check(fn(self._cid, _ptr(p), p.shape[0], plan.window_bits, plan.stride, plan.levels, _ptr(buf),
+                  buf.nbytes, self.threads), what)
+        return MsmTable(points=points, g2=g2, plan=plan, buffer=buf)
+
+    def precompute_g1(self, points: np.ndarray, budget_bytes: int) -> MsmTable | None:
+        """A fixed-base table for `points` (G1) of at most `budget_bytes`, for
+        `msm_g1(points, scalars, table=...)`; None when no table that fits saves time.
+
+        The table holds 2^(j*stride*c) * P_i for the plan's levels j >= 1 (level 0 is the
+        points themselves), so an MSM needs fewer bucket sets and doublings; its memory is
+        one numpy buffer (`MsmTable.nbytes`), owned by the table object.
+        """
+        return self._precompute(False, points, budget_bytes)
+
+    def precompute_g2(self, points: np.ndarray, budget_bytes: int) -> MsmTable | None:
+        """As `precompute_g1` for G2 points."""
+        return self._precompute(True, points, budget_bytes)
+
+    def prepare(self, zkey, budget_bytes: int) -> PreparedKey:
+        """Precomputes tables for the fixed MSM bases of a resident proving key, within
+        `budget_bytes` in all, and registers them with this backend.
+
+        While the returned PreparedKey is alive, `msm_g1`/`msm_g2` called on exactly
+        zkey.a_query, b1_query, b2_query, l_query or h_query (the same array objects, as
+        groth16.prover passes them) use the tables; once it is dropped (e.g. evicted from a
+        worker's key cache) the tables are freed and the registrations vanish with them.
+        When all full tables do not fit, each query gets a share of the budget in
+        proportion to its full table's size and a smaller table (or none) is built.
+        Preparing the same arrays again registers the newer tables in place of the older.
+        """
+        queries = [(zkey.a_query, False), (zkey.b1_query, False), (zkey.b2_query, True),
+                   (zkey.l_query, False), (zkey.h_query, False)]
+        full = [self.table_bytes(len(p), g2=g2, budget_bytes=1 << 62) if len(p) else 0 for p, g2 in queries]
+        total = sum(full)
+        share = 1.0 if total <= budget_bytes else max(0, budget_bytes) / total
+        tables = []
+        for (points, g2), size in zip(queries, full):
+            if size == 0:
+                continue
+            t = self._precompute(g2, points, int(size * share))
+            if t is not None:
+                tables.append(t)
+                self._registered[id(points)] = t
+        return PreparedKey(tables=tables, full_bytes=total)
 
     def _check_points(self, fn, points: np.ndarray, width: int, what: str) -> None:
         p = as_words(points, width, what)

@@ -1,18 +1,26 @@
-// msm.hpp - multi-scalar multiplication on G1 and G2 (Pippenger), and the point checks
-// used to reject corrupt .zkey point sections. Instantiated by msm_g1.cpp and msm_g2.cpp
-// (separate files so the two compile in parallel).
+// msm.hpp - multi-scalar multiplication on G1 and G2 (Pippenger), optionally with a
+// precomputed table of the fixed bases, and the point checks used to reject corrupt .zkey
+// point sections. Instantiated by msm_g1.cpp and msm_g2.cpp (separate files so the two
+// compile in parallel).
 //
-// Algorithm, per window of c bits:
-//  * scalars are recoded once into signed digits in [-(2^(c-1) - 1), 2^(c-1)] (a digit above
-//    2^(c-1) becomes digit - 2^c with a carry into the next window), so a window needs only
-//    2^(c-1) buckets; a negative digit adds -P, which is free in affine coordinates.
+// Algorithm:
+//  * GLV (glv.hpp): every scalar k becomes k1 + k2 lambda with |k1|, |k2| < 2^128, so the
+//    MSM runs over 2n points (P_i and phi(P_i) = (beta x, y), made on the fly) with
+//    128-bit scalars: half the windows of a 254/255-bit MSM, hence half the bucket sums.
+//  * each half is recoded once into signed c-bit digits in [-(2^(c-1) - 1), 2^(c-1)] (a
+//    digit above 2^(c-1) becomes digit - 2^c with a carry into the next window), so a
+//    window needs only 2^(c-1) buckets; a negative digit (or a negative half) adds -P,
+//    which is free in affine coordinates.
 //  * points are counting-sorted by bucket, then every bucket is summed as a binary tree in
 //    affine coordinates: all pairs of all buckets of one tree level share ONE field
 //    inversion (Montgomery's batch trick), so an addition costs about 6 multiplications
 //    instead of the 11 of a mixed Jacobian addition.
 //  * buckets are combined with the running-sum trick (sum_b b*B_b = sum_b sum_{j>=b} B_j).
-// Windows are independent, so threads take whole windows; the window sums are combined
-// (c doublings between them) at the end.
+//  * windows that share a table level are summed in ONE bucket set ("sub-window", see
+//    MsmPlan): with a full table of 2^(j*c) P_i there is a single bucket set and no
+//    doublings at all; without one, every window is its own sub-window.
+// Sub-windows are the threads' tasks; when they do not divide evenly among the threads,
+// the leftovers are sliced so that every thread is busy to the end.
 #pragma once
 #include <malloc.h>
 
@@ -20,6 +28,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "glv.hpp"
 #include "zkq.hpp"
 
 namespace zkq {
@@ -29,8 +38,12 @@ namespace {
 enum : uint8_t { K_ADD, K_DBL, K_LEFT, K_RIGHT, K_INF };
 
 // Points summed per pass of a window: bounds the scratch memory (a bucket's partial sum is
-// carried from one chunk to the next as one more point in that bucket).
-constexpr size_t CHUNK = size_t(1) << 17;
+// carried from one chunk to the next as one more point in that bucket). 2^15 rather than
+// 2^17: the points are scattered into their buckets' slots, and 2 MB of G1 points (4 MB on
+// G2) stay in the cache where 8 MB did not; measured on bn128 G1, 2^14 and 2^16 points,
+// 1 and 2 threads: 3-4% faster without a table, 7-13% with one (a table's sub-window holds
+// ten times as many points, so it ran through many chunks of the larger size).
+constexpr size_t CHUNK = size_t(1) << 15;
 
 template <class F>
 struct Scratch {
@@ -46,6 +59,24 @@ struct Scratch {
 // instead of streaming the whole window through memory once per level. Each level of a
 // group costs one field inversion; a group of ~4k points keeps that below 2%.
 constexpr size_t GROUP_BYTES = size_t(512) << 10;
+
+// Independent product chains of the batch inversion (see reduce_group).
+constexpr int LANES = 4;
+
+// inv[l] = 1 / t[l] for the LANES = 4 chain products with one field inversion:
+// 1/t0 = t1 / (t0 t1), and so on up a two-level product tree. A zero product (empty
+// chain products are one, and no denominator is zero) never occurs.
+template <class F>
+void invert_lanes(const F* t, F* inv) {
+    static_assert(LANES == 4, "the product tree below is written for four lanes");
+    const F t01 = t[0] * t[1], t23 = t[2] * t[3];
+    const F i = field_inv(t01 * t23);
+    const F i01 = i * t23, i23 = i * t01;
+    inv[0] = i01 * t[1];
+    inv[1] = i01 * t[0];
+    inv[2] = i23 * t[3];
+    inv[3] = i23 * t[2];
+}
 
 // Sums the points of buckets [lo, hi) in place: afterwards bucket b's sum is
 // work[start[b]] (when cnt[b] == 1; cnt[b] == 0 means empty). One tree level per loop
@@ -65,8 +96,11 @@ void reduce_group(Scratch<F>& s, uint32_t lo, uint32_t hi) {
         F* den = s.den.data();
         F* pre = s.pre.data();
         uint8_t* kind = s.kind.data();
-        // Pass 1: denominators and their prefix products.
-        F prod = F::one();
+        // Pass 1: denominators and their prefix products, in LANES interleaved chains (pair
+        // k in chain k % LANES): one chain is a string of dependent multiplications that
+        // waits on each product's latency; independent chains overlap in the pipeline.
+        F prod[LANES];
+        for (int l = 0; l < LANES; l++) prod[l] = F::one();
         size_t k = 0;
         for (uint32_t b : s.active) {
             const Affine<F>* w = &work[s.start[b]];
@@ -84,15 +118,17 @@ void reduce_group(Scratch<F>& s, uint32_t lo, uint32_t hi) {
                 } else { kd = K_ADD; d = q.x - p.x; }
                 kind[k] = kd;
                 den[k] = d;
-                pre[k] = prod;
-                prod = prod * d;
+                pre[k] = prod[k % LANES];
+                prod[k % LANES] = prod[k % LANES] * d;
             }
         }
-        // Pass 2: one inversion, then every pair's inverse, back to front.
-        F inv = field_inv(prod);
+        // Pass 2: one inversion for all chains, then every pair's inverse, back to front.
+        F inv[LANES];
+        invert_lanes(prod, inv);
         for (size_t j = np; j-- > 0;) {
-            F ij = inv * pre[j];
-            inv = inv * den[j];
+            F& lane = inv[j % LANES];
+            F ij = lane * pre[j];
+            lane = lane * den[j];
             den[j] = ij;
         }
         // Pass 3: the sums, front to back so pair i's result may overwrite slot i (slots
@@ -146,16 +182,59 @@ void reduce_buckets(Scratch<F>& s, uint32_t nb) {
     }
 }
 
-// sum over i of digit_i * P_i for one window.
+// The points an MSM sums, as seen by the bucket pass: virtual point u = j*2n + v is, for
+// v < n, 2^(j*stride*c) * P_v, and for v >= n its endomorphism image phi(2^(j*stride*c) * P_(v-n))
+// = (beta x, y). Level 0 (j = 0) is the caller's points; levels 1.. come from a
+// precomputed table (msm_table_build) when there is one.
 template <class F>
-Jacobian<F> window_sum(const Affine<F>* pts, const int16_t* dig, size_t n, int c, Scratch<F>& s) {
+struct GlvPoints {
+    using B = typename BaseOf<F>::type;
+    const Affine<F>* base;   // the caller's n points
+    const Affine<F>* endo0;  // phi(P_i) made once per MSM (every window reads it), or null
+    const Affine<F>* table;  // levels 1 .. levels-1, n points each (null when levels == 1)
+    size_t n;
+    B beta;
+
+    const Affine<F>* level(size_t j) const { return j == 0 ? base : table ? table + (j - 1) * n : nullptr; }
+
+    // Walks the points u, u+1, ... in order: no division per point (a 64-bit division costs
+    // as much as a few percent of the whole MSM).
+    struct Cursor {
+        const GlvPoints* g;
+        size_t j, v;            // level, and index among its 2n points
+        const Affine<F>* lvl;   // level j's n points
+
+        void next() {
+            if (++v == 2 * g->n) {
+                v = 0;
+                lvl = g->level(++j);
+            }
+        }
+        // The current point, negated when `neg`.
+        Affine<F> get(bool neg) const {
+            if (v < g->n) return Affine<F>{lvl[v].x, neg ? -lvl[v].y : lvl[v].y};
+            const size_t i = v - g->n;
+            if (j == 0 && g->endo0) return Affine<F>{g->endo0[i].x, neg ? -g->endo0[i].y : g->endo0[i].y};
+            return Affine<F>{lvl[i].x * g->beta, neg ? -lvl[i].y : lvl[i].y};
+        }
+    };
+    Cursor at(size_t u) const {
+        const size_t j = u / (2 * n);
+        return Cursor{this, j, u - j * 2 * n, level(j)};
+    }
+};
+
+// sum over u in [lo, hi) of dig[u] * (point u of src), with 2^(c-1) buckets: one sub-window, or a
+// slice of one when a sub-window is split between threads.
+template <class F, class Src>
+Jacobian<F> window_sum(const Src& src, const int16_t* dig, size_t lo, size_t hi, int c, Scratch<F>& s) {
     const uint32_t nb = 1u << (c - 1);
     s.acc.assign(nb + 1, Affine<F>::infinity());
     s.cnt.resize(nb + 1);
     s.start.resize(nb + 1);
     s.cursor.resize(nb + 1);
-    for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
-        const size_t c1 = std::min(n, c0 + CHUNK);
+    for (size_t c0 = lo; c0 < hi; c0 += CHUNK) {
+        const size_t c1 = std::min(hi, c0 + CHUNK);
         for (uint32_t b = 0; b <= nb; b++) s.cnt[b] = s.acc[b].is_inf() ? 0 : 1;
         for (size_t i = c0; i < c1; i++) {
             int d = dig[i];
@@ -169,12 +248,13 @@ Jacobian<F> window_sum(const Affine<F>* pts, const int16_t* dig, size_t n, int c
         s.work.resize(pos);
         for (uint32_t b = 1; b <= nb; b++)
             if (s.cnt[b] && !s.acc[b].is_inf()) s.work[s.cursor[b]++] = s.acc[b];
-        for (size_t i = c0; i < c1; i++) {
+        auto cur = src.at(c0);
+        for (size_t i = c0; i < c1; i++, cur.next()) {
             int d = dig[i];
             if (!d) continue;
-            Affine<F>& dst = s.work[s.cursor[d < 0 ? -d : d]++];
-            dst = pts[i];
-            if (d < 0) dst.y = -dst.y;
+            // negate before the store: patching y after a 64-byte vector store stalls on
+            // store-to-load forwarding (measured ~8% of the whole MSM)
+            s.work[s.cursor[d < 0 ? -d : d]++] = cur.get(d < 0);
         }
         reduce_buckets(s, nb);
         for (uint32_t b = 1; b <= nb; b++)
@@ -188,77 +268,301 @@ Jacobian<F> window_sum(const Affine<F>* pts, const int16_t* dig, size_t n, int c
     return total;
 }
 
-// Window width from a cost model in field multiplications: per window about 8 per point
-// (batch-affine addition plus sorting) and 30 per bucket (two Jacobian additions).
-int choose_window(size_t n, int scalar_bits) {
-    int best = 1;
+// ---- planning ---------------------------------------------------------------------------
+//
+// An MSM over n points runs on 2n GLV points with 128-bit scalars: `windows` signed digits
+// of c bits each (+1 bit for the recoding's last carry). Digit window w = j*stride + t is
+// summed in sub-window t together with the other windows of the same t, using the table
+// level j (2^(j*stride*c) P): sub-window t covers levels*2n points, and the sub-window sums
+// are combined with c doublings between them (Horner). Without a table levels = 1 and
+// stride = windows (plain Pippenger); a full table has stride = 1 (one bucket set, no
+// doublings); anything between trades table memory for bucket sets.
+struct MsmPlan {
+    int c = 1, windows = 1, stride = 1, levels = 1;
+};
+
+// Cost model, in field multiplications of the thread that finishes last:
+//  * COST_POINT per point put into a bucket (the batch-affine addition: ~6 products with
+//    its share of the batch inversion, plus the sort and the memory traffic),
+//  * COST_BUCKET per bucket of a bucket set (the running sum: one mixed and one full
+//    Jacobian addition, 11 + 16 products).
+// Sub-windows are tasks; when they do not divide evenly among the threads, each of the
+// leftover ones is split into `threads` slices (each slice its own bucket set), so every
+// thread stays busy to the end. bench/kernels.py --sweep measures the chosen c against
+// its neighbours.
+constexpr double COST_POINT = 8.0, COST_BUCKET = 30.0;
+
+inline double plan_cost(size_t n, const MsmPlan& p, int threads) {
+    const double pts = 2.0 * (double)n * p.levels;  // points per sub-window
+    const double buckets = (double)(1u << (p.c - 1));
+    const int whole = p.stride / threads, left = p.stride % threads;
+    double cost = whole * (COST_POINT * pts + COST_BUCKET * buckets);
+    if (left) cost += left * (COST_POINT * pts / threads + COST_BUCKET * buckets);
+    return cost;
+}
+
+inline int glv_windows(int c) { return (GLV_HALF_BITS + 1 + c - 1) / c; }
+
+constexpr int MAX_C = 15;  // digits are int16_t: |digit| <= 2^(MAX_C - 1)
+
+// The best plan without a table.
+inline MsmPlan plain_plan(size_t n, int threads) {
+    MsmPlan best;
     double best_cost = 1e300;
-    for (int c = 1; c <= 15; c++) {
-        int windows = (scalar_bits + 1 + c - 1) / c;
-        double cost = windows * (8.0 * (double)n + 30.0 * (double)(1u << (c - 1)));
-        if (cost < best_cost) { best_cost = cost; best = c; }
+    for (int c = 1; c <= MAX_C; c++) {
+        MsmPlan p;
+        p.c = c;
+        p.windows = p.stride = glv_windows(c);
+        p.levels = 1;
+        double cost = plan_cost(n, p, threads);
+        if (cost < best_cost) { best_cost = cost; best = p; }
     }
     return best;
 }
 
-// Bits [pos, pos + c) of a 4-word scalar.
-inline uint32_t scalar_bits_at(const uint64_t* k, int pos, int c) {
+// Bytes of a table for `plan` (levels 1.. of n points; level 0 is the caller's points).
+template <class F>
+size_t table_bytes(size_t n, const MsmPlan& plan);
+
+// The best plan whose table fits `budget` bytes; the plain plan when no table that fits
+// is modelled to save at least 5%.
+template <class F>
+MsmPlan table_plan(size_t n, int threads, size_t budget) {
+    const MsmPlan plain = plain_plan(n, threads);
+    MsmPlan best = plain;
+    double best_cost = 0.95 * plan_cost(n, plain, threads);
+    for (int c = 4; c <= MAX_C; c++) {
+        const int w = glv_windows(c);
+        for (int stride = 1; stride < w; stride++) {
+            MsmPlan p;
+            p.c = c;
+            p.stride = stride;
+            p.levels = (w + stride - 1) / stride;
+            p.windows = p.levels * stride;
+            if (p.levels < 2 || table_bytes<F>(n, p) > budget) continue;
+            double cost = plan_cost(n, p, threads);
+            if (cost < best_cost) { best_cost = cost; best = p; }
+        }
+    }
+    return best;
+}
+
+// ---- precomputed tables -------------------------------------------------------------------
+//
+// A table is one caller-owned buffer of 64-bit words: TABLE_HEADER words (below), then levels
+// 1 .. levels-1 of n affine points each, level j holding 2^(j*stride*c) P_i. The header
+// records what the table was built for, so an MSM given a table of other points (or another
+// curve/group/length) fails with ZKQ_ERR_ARG instead of summing the wrong points.
+enum : size_t { TH_MAGIC, TH_CURVE, TH_GROUP, TH_N, TH_C, TH_STRIDE, TH_LEVELS, TH_FINGERPRINT, TABLE_HEADER };
+constexpr uint64_t TABLE_MAGIC = 0x31544d534d514b5aull;  // "ZKQMSMT1"
+
+template <class F>
+size_t table_bytes(size_t n, const MsmPlan& plan) {
+    if (plan.levels < 2) return 0;
+    return TABLE_HEADER * 8 + (size_t)(plan.levels - 1) * n * sizeof(Affine<F>);
+}
+
+// A cheap fingerprint of a point array (a few points' words, the length): catches a table
+// used with other bases; it is no proof that the two match.
+template <class F>
+uint64_t points_fingerprint(const Affine<F>* pts, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    const size_t pick[3] = {0, n / 2, n - 1};
+    for (size_t i : pick) {
+        const uint64_t* w = reinterpret_cast<const uint64_t*>(&pts[i]);
+        for (size_t k = 0; k < sizeof(Affine<F>) / 8; k++) h = (h ^ w[k]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+// pts[i] = 2^times * pts[i] for i in [0, m), in affine coordinates: every doubling round
+// shares one field inversion among the m points (Montgomery's trick).
+template <class F>
+void batch_double(Affine<F>* pts, size_t m, int times, std::vector<F>& den, std::vector<F>& pre) {
+    den.resize(m);
+    pre.resize(m);
+    for (int round = 0; round < times; round++) {
+        F prod = F::one();
+        for (size_t i = 0; i < m; i++) {
+            // lambda = 3x^2 / 2y; infinity and points of order 2 (y = 0) double to infinity
+            const bool skip = pts[i].y.is_zero();
+            den[i] = skip ? F::one() : pts[i].y.dbl();
+            pre[i] = prod;
+            prod = prod * den[i];
+        }
+        F inv = field_inv(prod);
+        for (size_t i = m; i-- > 0;) {
+            F di = inv * pre[i];
+            inv = inv * den[i];
+            Affine<F>& p = pts[i];
+            if (p.y.is_zero()) { p = Affine<F>::infinity(); continue; }
+            F xx = p.x.sqr();
+            F lam = (xx.dbl() + xx) * di;
+            F x3 = lam.sqr() - p.x.dbl();
+            p = Affine<F>{x3, lam * (p.x - x3) - p.y};
+        }
+    }
+}
+
+// Builds the table of `plan` for n points into buf (buf_words long). Returns ZKQ_ERR_ARG
+// when buf is too small or there is nothing to tabulate.
+template <class F, class Fr>
+int msm_table_build(const uint64_t* point_words, size_t n, const MsmPlan& plan, uint64_t* buf,
+                    size_t buf_words, int threads) {
+    if (!point_words || !buf || n == 0 || plan.levels < 2) return ZKQ_ERR_ARG;
+    if (buf_words * 8 < table_bytes<F>(n, plan)) return ZKQ_ERR_ARG;
+    const Affine<F>* pts = reinterpret_cast<const Affine<F>*>(point_words);
+    Affine<F>* levels = reinterpret_cast<Affine<F>*>(buf + TABLE_HEADER);
+    const int shift = plan.stride * plan.c;  // bits between two levels
+    parallel_for(threads, n, [&](size_t b, size_t e, int) {
+        std::vector<F> den, pre;
+        for (int j = 1; j < plan.levels; j++) {
+            Affine<F>* dst = levels + (size_t)(j - 1) * n;
+            const Affine<F>* src = j == 1 ? pts : dst - n;
+            std::copy(src + b, src + e, dst + b);
+            batch_double(dst + b, e - b, shift, den, pre);
+        }
+    });
+    buf[TH_MAGIC] = TABLE_MAGIC;
+    buf[TH_CURVE] = (uint64_t)curve_of<Fr>();
+    buf[TH_GROUP] = std::is_same<F, typename BaseOf<F>::type>::value ? 1 : 2;
+    buf[TH_N] = n;
+    buf[TH_C] = (uint64_t)plan.c;
+    buf[TH_STRIDE] = (uint64_t)plan.stride;
+    buf[TH_LEVELS] = (uint64_t)plan.levels;
+    buf[TH_FINGERPRINT] = points_fingerprint(pts, n);
+    return ZKQ_OK;
+}
+
+// The plan recorded in a table's header, after checking that the table belongs to these
+// points; false when it does not.
+template <class F, class Fr>
+bool table_header_plan(const uint64_t* table, const Affine<F>* pts, size_t n, MsmPlan& plan) {
+    const uint64_t group = std::is_same<F, typename BaseOf<F>::type>::value ? 1 : 2;
+    if (table[TH_MAGIC] != TABLE_MAGIC || table[TH_CURVE] != (uint64_t)curve_of<Fr>() ||
+        table[TH_GROUP] != group || table[TH_N] != n || table[TH_FINGERPRINT] != points_fingerprint(pts, n))
+        return false;
+    plan.c = (int)table[TH_C];
+    plan.stride = (int)table[TH_STRIDE];
+    plan.levels = (int)table[TH_LEVELS];
+    plan.windows = plan.stride * plan.levels;
+    return plan.c >= 1 && plan.c <= MAX_C && plan.levels >= 2 && plan.stride >= 1 &&
+           plan.windows >= glv_windows(plan.c);
+}
+
+// Bits [pos, pos + c) of a 2-word magnitude (zero beyond it).
+inline uint32_t half_bits_at(const uint64_t* k, int pos, int c) {
     int w = pos / 64, sh = pos % 64;
-    if (w >= 4) return 0;
+    if (w >= 2) return 0;
     uint64_t v = k[w] >> sh;
-    if (sh + c > 64 && w + 1 < 4) v |= k[w + 1] << (64 - sh);
+    if (sh + c > 64 && w + 1 < 2) v |= k[w + 1] << (64 - sh);
     return (uint32_t)(v & ((1ull << c) - 1));
 }
 
+// sum scalars[i] * P_i. point_words: n affine points (Montgomery, zeros = infinity);
+// scalars: n standard-form 4-word values, each < r (else ZKQ_ERR_SCALAR_RANGE).
+// table: null, or a buffer from msm_table_build for exactly these points (ZKQ_ERR_ARG when
+// its header says otherwise). window_bits: 0 picks c by the cost model (plain_plan); a
+// value in 1..MAX_C forces it (measurements, tests); ignored with a table, whose c is fixed.
 template <class F, class Fr>
-int msm(const uint64_t* point_words, const uint64_t* scalars, size_t n, uint64_t* out, int threads) {
+int msm(const uint64_t* point_words, const uint64_t* scalars, size_t n, uint64_t* out, int threads,
+        const uint64_t* table = nullptr, int window_bits = 0) {
+    constexpr int CURVE = curve_of<Fr>();
     constexpr int NWF = (int)(sizeof(F) / 8);  // 64-bit words per coordinate
     if (!out || (n && (!point_words || !scalars))) return ZKQ_ERR_ARG;
+    if (window_bits < 0 || window_bits > MAX_C) return ZKQ_ERR_ARG;
     if (n == 0) {
         std::memset(out, 0, 2 * NWF * 8);
         return ZKQ_OK;
     }
     const Affine<F>* pts = reinterpret_cast<const Affine<F>*>(point_words);
-    int scalar_bits = 0;  // bit length of r
-    for (int i = 255; i >= 0; i--)
-        if ((Fr::params::p(i / 64) >> (i % 64)) & 1) { scalar_bits = i + 1; break; }
-    const int c = choose_window(n, scalar_bits);
-    const int windows = (scalar_bits + 1 + c - 1) / c;  // +1: the signed recoding's last carry
+    MsmPlan plan;
+    if (table) {
+        if (!table_header_plan<F, Fr>(table, pts, n, plan)) return ZKQ_ERR_ARG;
+    } else if (window_bits) {
+        plan.c = window_bits;
+        plan.windows = plan.stride = glv_windows(window_bits);
+    } else {
+        plan = plain_plan(n, threads);
+    }
+    const int c = plan.c, L = plan.levels, S = plan.stride;
     const int32_t half = 1 << (c - 1);
+    const size_t vn = 2 * n;               // GLV points per level
+    const size_t sub = (size_t)L * vn;     // points per sub-window
 
-    // Signed digits, window-major so a window's digits are contiguous.
-    std::vector<int16_t> dig((size_t)windows * n);
+    // Signed digits of k1 (virtual point i) and k2 (virtual point n + i), the halves' signs
+    // folded in; window w = j*S + t is stored at ((t*L + j) * 2n + v) so that a
+    // sub-window's digits are contiguous.
+    std::vector<int16_t> dig((size_t)plan.windows * vn);
     std::atomic<size_t> bad{SIZE_MAX};
+    std::atomic<bool> internal{false};
     parallel_for(threads, n, [&](size_t b, size_t e, int) {
         for (size_t i = b; i < e; i++) {
             const uint64_t* k = scalars + 4 * i;
             Fr kr;
             std::memcpy(kr.v, k, 32);
+            GlvHalf h[2] = {};
             bool skip = pts[i].is_inf();
             if (kr.geq_modulus()) {
                 size_t cur = bad.load();
                 while (i < cur && !bad.compare_exchange_weak(cur, i)) {}
                 skip = true;
+            } else if (!skip && !glv_decompose<CURVE>(k, h[0], h[1])) {
+                internal = true;
+                skip = true;
             }
-            int32_t carry = 0;
-            for (int w = 0; w < windows; w++) {
-                int32_t d = skip ? 0 : (int32_t)scalar_bits_at(k, w * c, c) + carry;
-                carry = 0;
-                if (d > half) { d -= 2 * half; carry = 1; }
-                dig[(size_t)w * n + i] = (int16_t)d;
+            for (int part = 0; part < 2; part++) {
+                const size_t v = i + part * n;
+                int32_t carry = 0;
+                for (int w = 0; w < plan.windows; w++) {
+                    int32_t d = skip ? 0 : (int32_t)half_bits_at(h[part].mag, w * c, c) + carry;
+                    carry = 0;
+                    if (d > half) { d -= 2 * half; carry = 1; }
+                    const int t = w % S, j = w / S;
+                    dig[((size_t)t * L + j) * vn + v] = (int16_t)(h[part].neg ? -d : d);
+                }
             }
         }
     });
     if (bad.load() != SIZE_MAX) return ZKQ_ERR_SCALAR_RANGE;
+    if (internal) return ZKQ_ERR_INTERNAL;
 
-    std::vector<Jacobian<F>> sums(windows);
-    std::atomic<int> next{0};
+    // Tasks: whole sub-windows while every thread gets one; the leftover sub-windows are cut
+    // into one slice per thread (see plan_cost).
+    struct Task { int t; size_t lo, hi; };
+    std::vector<Task> tasks;
+    const int nt_req = std::max(1, threads);
+    const int whole = S - S % nt_req;
+    for (int t = 0; t < whole; t++) tasks.push_back({t, 0, sub});
+    for (int t = whole; t < S; t++)
+        for (int k = 0; k < nt_req; k++) {
+            size_t lo = sub * k / nt_req, hi = sub * (k + 1) / nt_req;
+            if (lo < hi) tasks.push_back({t, lo, hi});
+        }
+    const auto beta = glv_beta<CURVE, F>();
+    // Without a table every window reads phi(P_i) again: make those n points once (the
+    // memory of the input points again, freed at the end) instead of one product per point
+    // per window. With a table, each point is read once per MSM anyway.
+    std::vector<Affine<F>> endo0;
+    if (!table && plan.windows > 1) {
+        endo0.resize(n);
+        parallel_for(threads, n, [&](size_t b, size_t e, int) {
+            for (size_t i = b; i < e; i++) endo0[i] = Affine<F>{pts[i].x * beta, pts[i].y};
+        });
+    }
+    const GlvPoints<F> src{pts, endo0.empty() ? nullptr : endo0.data(),
+                           table ? reinterpret_cast<const Affine<F>*>(table + TABLE_HEADER) : nullptr, n, beta};
+    std::vector<Jacobian<F>> partial(tasks.size());
+    std::atomic<size_t> next{0};
     auto worker = [&]() {
         Scratch<F> s;
-        for (int w; (w = next.fetch_add(1)) < windows;)
-            sums[w] = window_sum(pts, dig.data() + (size_t)w * n, n, c, s);
+        for (size_t k; (k = next.fetch_add(1)) < tasks.size();) {
+            const Task& tk = tasks[k];
+            const int16_t* d = dig.data() + (size_t)tk.t * sub;
+partial[k] = window_sum(src, d, tk.lo, tk.hi, c, s);
+        }
     };
-    int nt = clamp_threads(threads, (size_t)windows);
+    int nt = clamp_threads(threads, tasks.size());
     std::vector<std::thread> pool;
     std::vector<std::exception_ptr> errs(nt);
     for (int t = 1; t < nt; t++)
@@ -267,10 +571,12 @@ int msm(const uint64_t* point_words, const uint64_t* scalars, size_t n, uint64_t
     for (auto& th : pool) th.join();
     for (auto& e : errs) if (e) std::rethrow_exception(e);
 
+    std::vector<Jacobian<F>> sums(S, Jacobian<F>::infinity());
+    for (size_t k = 0; k < tasks.size(); k++) sums[tasks[k].t] = jac_add(sums[tasks[k].t], partial[k]);
     Jacobian<F> acc = Jacobian<F>::infinity();
-    for (int w = windows - 1; w >= 0; w--) {
+    for (int t = S - 1; t >= 0; t--) {
         for (int j = 0; j < c; j++) acc = jac_dbl(acc);
-        acc = jac_add(acc, sums[w]);
+        acc = jac_add(acc, sums[t]);
     }
     Affine<F> r = jac_to_affine(acc);
     std::memcpy(out, &r, sizeof(r));
@@ -278,8 +584,35 @@ int msm(const uint64_t* point_words, const uint64_t* scalars, size_t n, uint64_t
     // glibc's per-thread arenas after they exit; hand it back so that five MSMs in a row
     // do not each keep their own share resident (peak RSS is one of the bench's measures).
     std::vector<int16_t>().swap(dig);
+    std::vector<Affine<F>>().swap(endo0);
     malloc_trim(0);
     return ZKQ_OK;
+}
+
+// ---- what the C ABI of msm_g1.cpp / msm_g2.cpp calls ----------------------------------------
+
+// out[0..4] = c, windows, stride, levels, table bytes of the plan for n points and `threads`
+// with a table of at most budget_bytes (0: the plain plan, table bytes 0).
+template <class F>
+int msm_plan_abi(size_t n, int threads, uint64_t budget_bytes, int64_t* out) {
+    if (!out) return ZKQ_ERR_ARG;
+    MsmPlan p = n && budget_bytes ? table_plan<F>(n, threads, budget_bytes) : plain_plan(n, threads);
+    const int64_t v[5] = {p.c, p.windows, p.stride, p.levels, (int64_t)table_bytes<F>(n, p)};
+    std::memcpy(out, v, sizeof(v));
+    return ZKQ_OK;
+}
+
+// Builds the table of plan (c, stride, levels), as msm_plan_abi returned it, into buf.
+template <class F, class Fr>
+int msm_table_build_abi(const uint64_t* points, size_t n, int c, int stride, int levels, uint64_t* buf,
+                        size_t buf_bytes, int threads) {
+    MsmPlan p;
+    p.c = c;
+    p.stride = stride;
+    p.levels = levels;
+    p.windows = stride * levels;
+    if (c < 1 || c > MAX_C || stride < 1 || levels < 2 || p.windows < glv_windows(c)) return ZKQ_ERR_ARG;
+    return msm_table_build<F, Fr>(points, n, p, buf, buf_bytes / 8, threads);
 }
 
 template <class F>

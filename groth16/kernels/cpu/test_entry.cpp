@@ -9,6 +9,7 @@
 // copy of each inline function, and it must never be this file's.
 #pragma GCC optimize("O1")
 #define zkq zkq_test_o1
+#include "glv.hpp"
 #include "zkq.hpp"
 
 namespace zkq {
@@ -101,6 +102,26 @@ int point_ops_c(int limb_bits, const uint64_t* p, const uint64_t* q, uint64_t* o
     return ZKQ_ERR_ARG;
 }
 
+template <int C>
+int glv_split(const uint64_t* k, uint64_t* out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        GlvHalf h1, h2;
+        if (!glv_decompose<C>(k + 4 * i, h1, h2)) return ZKQ_ERR_INTERNAL;
+        uint64_t* o = out + 6 * i;
+        o[0] = h1.mag[0]; o[1] = h1.mag[1]; o[2] = h1.neg;
+        o[3] = h2.mag[0]; o[4] = h2.mag[1]; o[5] = h2.neg;
+    }
+    return ZKQ_OK;
+}
+
+template <int C>
+int glv_constants(uint64_t* out) {
+    std::memcpy(out, Glv<C>::lambda, 32);
+    std::memcpy(out + 4, Glv<C>::beta_g1, 48);
+    std::memcpy(out + 10, Glv<C>::beta_g2, 48);
+    return ZKQ_OK;
+}
+
 }  // namespace
 }  // namespace zkq
 
@@ -133,6 +154,18 @@ int zkq_test_g1_add(int curve, int limb_bits, const uint64_t* p, const uint64_t*
 // As zkq_test_g1_add on G2.
 int zkq_test_g2_add(int curve, int limb_bits, const uint64_t* p, const uint64_t* q, uint64_t* out, size_t n) {
     return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (point_ops_c<C, true>(limb_bits, p, q, out, n))) });
+}
+
+// GLV decomposition of n standard-form scalars (each < r): out gets 6 words per scalar,
+// |k1| (2 words), k1 < 0, |k2| (2 words), k2 < 0, with k = k1 + k2 lambda mod r.
+int zkq_test_glv_decompose(int curve, const uint64_t* scalars, uint64_t* out, size_t n) {
+    return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (glv_split<C>(scalars, out, n))) });
+}
+
+// The GLV constants of a curve: out[0..3] lambda, out[4..9] beta of G1, out[10..15] beta
+// of G2 (standard form, 6 words each, zero-padded on bn128).
+int zkq_test_glv_constants(int curve, uint64_t* out) {
+    return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (glv_constants<C>(out))) });
 }
 
 }  // extern "C"
