@@ -50,7 +50,7 @@ def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
                                "--backend", backend], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line]
-        assert "groth16.native_prove" in imported
+        assert "zkqueue.groth16.native_prove" in imported
         assert not [m for m in imported if m.split(".")[0] == "numpy"], proc.stderr[-6000:]
         assert snarkjs_verifies(d / "verification_key.json", public, proof)
 
