@@ -304,14 +304,14 @@ def synthetic_key(curve, log_n: int, seed: int = 7):
     random A and B rows over all signals, random witness. Proving it does the real work of
     that size; the proof is not meant to verify (there is no circuit behind it)."""
     from zkqueue.groth16.formats.wtns import Witness
-    from zkqueue.groth16.formats.zkey import COEF_DTYPE, ZKey
+    from zkqueue.groth16.formats.zkey import ZKey, coef_dtype
     fx = fixture_key(curve)
     rng = np.random.default_rng(seed)
     n = 1 << log_n
     n_public = fx.n_public
     n_vars = n - 1
     m = n - n_public - 1                         # constraints, as snarkjs sizes the domain
-    coefs = np.zeros(2 * m, dtype=COEF_DTYPE)
+    coefs = np.zeros(2 * m, dtype=coef_dtype())
     coefs["matrix"][m:] = 1
     coefs["constraint"] = np.concatenate([np.arange(m), np.arange(m)])
     coefs["signal"] = rng.integers(0, n_vars, 2 * m)

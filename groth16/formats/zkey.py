@@ -113,7 +113,7 @@ class ZKey:
     delta1: bytes
     delta2: bytes
     ic: np.ndarray          # (nPublic+1, g1 words)
-    coefs: np.ndarray       # COEF_DTYPE entries of section 4
+    coefs: np.ndarray       # coef_dtype() entries of section 4
     a_query: np.ndarray     # (nVars, g1 words)
     b1_query: np.ndarray    # (nVars, g1 words)
     b2_query: np.ndarray    # (nVars, g2 words)
