@@ -90,8 +90,7 @@ int evaluate_ab(const uint8_t* coefs, size_t ncoefs, const uint64_t* witness, si
             if (err) {
                 code[t] = err;
                 first[t] = i;
-                size_t cur = bad.load();
-                while (i < cur && !bad.compare_exchange_weak(cur, i)) {}
+                keep_lowest(bad, i);
                 break;
             }
         }

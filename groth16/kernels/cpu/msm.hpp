@@ -504,8 +504,7 @@ int msm(const uint64_t* point_words, const uint64_t* scalars, size_t n, uint64_t
             GlvHalf h[2] = {};
             bool skip = pts[i].is_inf();
             if (kr.geq_modulus()) {
-                size_t cur = bad.load();
-                while (i < cur && !bad.compare_exchange_weak(cur, i)) {}
+                keep_lowest(bad, i);
                 skip = true;
             } else if (!skip && !glv_decompose<CURVE>(k, h[0], h[1])) {
                 internal = true;
@@ -632,8 +631,7 @@ int check_points(const uint64_t* words, size_t n, const F& b, int64_t* bad_index
             if (err) {
                 code[t] = err;
                 first[t] = i;
-                size_t cur = bad.load();
-                while (i < cur && !bad.compare_exchange_weak(cur, i)) {}
+                keep_lowest(bad, i);
                 break;
             }
         }

@@ -1,6 +1,7 @@
 // zkq.hpp - what every CPU kernel source shares: the field/curve types per curve id, a
 // fork-join helper over std::thread, and the exception guard of the C ABI.
 #pragma once
+#include <atomic>
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -49,6 +50,13 @@ template <class F> [[gnu::noinline]] Jacobian<F> jac_madd(const Jacobian<F>& a, 
 template <class F> [[gnu::noinline]] Jacobian<F> jac_dbl(const Jacobian<F>& a) { return a.dbl(); }
 template <class F> [[gnu::noinline]] Affine<F> jac_to_affine(const Jacobian<F>& a) { return a.to_affine(); }
 template <class F> [[gnu::noinline]] F field_inv(const F& a) { return a.inv(); }
+
+// Lowers `lowest` to i unless another thread already recorded a lower index: the first bad
+// entry is reported whichever thread finds it.
+inline void keep_lowest(std::atomic<size_t>& lowest, size_t i) {
+    size_t cur = lowest.load();
+    while (i < cur && !lowest.compare_exchange_weak(cur, i)) {}
+}
 
 // Number of workers to use: at least 1, at most the number of tasks.
 inline int clamp_threads(int threads, size_t tasks) {
