@@ -75,6 +75,10 @@ class BackendError(Groth16Error):
     retryable = True
 
 
+class Cancelled(BackendError):
+    """The caller cancelled a native call (zkq_prove's cancel flag) before it finished."""
+
+
 class BackendUnavailable(BackendError):
     """A backend that was asked for cannot run here (no GPU, no compiler)."""
 

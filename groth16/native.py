@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
-import platform
-import shutil
 import threading
 from pathlib import Path
 
 from .errors import NativeBuildError
+
+try:
+    # hashlib loads OpenSSL (about 3.7 MB of resident memory and 10 ms) before it hands out
+    # even its built-in hashes; the CPU prove process hashes the kernel sources on every start
+    # and uses no other hash. _blake2 is CPython's own module behind hashlib.blake2b.
+    from _blake2 import blake2b as _hash
+except ImportError:  # an interpreter without it
+    from hashlib import blake2b as _hash
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 CPU_DIR = KERNEL_DIR / "cpu"
@@ -44,8 +49,23 @@ def kernel_sources() -> list[Path]:
     return files
 
 
+def _machine() -> str:
+    """platform.machine(), without importing platform."""
+    return os.uname().machine
+
+
+def _which(name: str) -> str | None:
+    """shutil.which for a command name or path, without importing shutil (it brings bz2 and
+    lzma: about 0.8 MB of resident memory in every one-shot prove, which only needs this)."""
+    candidates = [name] if os.sep in name else [os.path.join(d, name) for d in os.get_exec_path()]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
 def _compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    cxx = os.environ.get("CXX") or _which("g++") or _which("c++") or _which("clang++")
     if not cxx:
         raise NativeBuildError("no C++ compiler found (install g++ or set CXX)",
                                expected="g++, c++ or clang++ on PATH", found="none")
@@ -60,6 +80,7 @@ def _cpu_flags() -> str:
                 return line
     except OSError:
         pass
+    import platform  # noqa: PLC0415 - no /proc/cpuinfo: rare; platform costs ~6 ms of start-up
     return platform.processor()
 
 
@@ -78,14 +99,14 @@ def default_variant() -> str:
                                    expected=" or ".join(VARIANTS), found=forced)
         if forced == "x86-adx" and not has_adx():
             raise NativeBuildError("ZKQUEUE_CPU_ARITH=x86-adx but this CPU lacks BMI2/ADX",
-                                   expected="bmi2 and adx in /proc/cpuinfo", found=platform.machine())
+                                   expected="bmi2 and adx in /proc/cpuinfo", found=_machine())
         return forced
     return "x86-adx" if has_adx() else "portable"
 
 
 def has_adx() -> bool:
     """True on an x86-64 CPU with the BMI2 (mulx) and ADX (adcx/adox) instructions."""
-    if platform.machine() not in ("x86_64", "AMD64"):
+    if _machine() not in ("x86_64", "AMD64"):
         return False
     flags = set(_cpu_flags().split())
     return {"bmi2", "adx"} <= flags
@@ -93,7 +114,7 @@ def has_adx() -> bool:
 
 def source_hash() -> str:
     """Hash of the kernel sources alone: the part of a worker's fingerprint that names the code."""
-    h = hashlib.sha256()
+    h = _hash(digest_size=16)
     for path in kernel_sources():
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -103,7 +124,7 @@ def source_hash() -> str:
 def _compiler_identity(cxx: str) -> str:
     """What names the compiler in a build key: its resolved binary's path, size and mtime
     (an upgrade changes them); `--version` output only when CXX is not a plain binary."""
-    path = shutil.which(cxx)
+    path = _which(cxx)
     if path:
         real = os.path.realpath(path)
         st = os.stat(real)
@@ -123,8 +144,8 @@ def build_key(variant: str | None = None) -> str:
     variant = variant or default_variant()
     cxx = _compiler()
     version = _compiler_identity(cxx)
-    h = hashlib.sha256()
-    for part in (source_hash(), cxx, version, " ".join(_flags(variant)), _cpu_flags(), platform.machine()):
+    h = _hash(digest_size=16)
+    for part in (source_hash(), cxx, version, " ".join(_flags(variant)), _cpu_flags(), _machine()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
 
@@ -164,6 +185,7 @@ def _compile(target_dir: Path, variant: str) -> None:
             if not (target_dir / LIB_NAME).exists():  # lost a race to another builder: fine
                 raise
     finally:
+        import shutil  # noqa: PLC0415 - the build path only
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -5,11 +5,13 @@ section sizes checked in Python (formats/zkey.py, formats/wtns.py: the same chec
 errors as the numpy readers), then native code reads the sections in place: the witness
 range check, the curve check of every key point, and zkq_prove (A/B evaluation, coset
 transforms, the five MSMs and blinding, both cores busy throughout). r and s come from
-Python's `secrets`, as in groth16/prover.py; the proof is verified against the key's own
-verification key before it is returned.
+the OS's CSPRNG (groth16/csprng.py), as in groth16/prover.py; the proof is verified
+against the key's own verification key before it is returned.
 
-Nothing here imports numpy: a one-shot process pays neither its import time nor its memory.
-Workers with resident keys and other backends keep using groth16/prover.py.
+Nothing here imports numpy or OpenSSL: a one-shot process pays neither their import time
+nor their memory. Workers with resident keys reach the same zkq_prove through
+groth16/prover.py and CpuBackend.prove_whole (call_prove below), with their keys' fixed-base
+tables; other backends run prover.py's steps one call each.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ctypes import POINTER, c_double, c_int, c_int64, c_size_t, c_void_p
 from . import native
 from .curves import Curve
 from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
-from .errors import BackendError, FormatError
+from .errors import BackendError, Cancelled, FormatError
 from .formats import wtns, zkey
 from .model import Proof
 from .prover import ProveResult, blinding_scalars, check_inputs, check_proof
@@ -35,7 +37,8 @@ _SIGNATURES = {
                   c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,            # A, B1, B2, C, H
                   c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,            # alpha1 beta1 delta1 beta2 delta2
                   c_void_p, c_void_p,                                          # coset shift, (r, s, -rs)
-                  c_void_p, c_void_p, c_void_p, POINTER(c_int64), POINTER(c_double), c_int, c_int],
+                  c_void_p, c_void_p, c_void_p, POINTER(c_int64), POINTER(c_double),   # proof, bad, timings
+                  c_void_p, c_void_p, c_int, c_int],                                   # tables, cancel, release, threads
     "zkq_h_from_ab": [c_int, c_void_p, c_void_p, c_size_t, c_void_p, c_int],
 }
 
@@ -115,6 +118,58 @@ def check_key_points(lib: ctypes.CDLL, key: zkey.ZKeyHeader, threads: int) -> No
                 raise zkey.point_error(key.path, curve, name, exc) from None
 
 
+class Sections:
+    """Where zkq_prove finds one key: addresses of the coefficient entries (after section 4's
+    u32 count) and of the A, B1, B2, L(C), H point sections, and the header points (LEM)."""
+
+    __slots__ = ("coefs", "n_coefs", "a", "b1", "b2", "l", "h", "alpha1", "beta1", "delta1", "beta2", "delta2")
+
+    def __init__(self, coefs: int, n_coefs: int, a: int, b1: int, b2: int, l: int, h: int, *,  # noqa: E741
+                 alpha1: bytes, beta1: bytes, delta1: bytes, beta2: bytes, delta2: bytes):
+        self.coefs, self.n_coefs = coefs, n_coefs
+        self.a, self.b1, self.b2, self.l, self.h = a, b1, b2, l, h
+        self.alpha1, self.beta1, self.delta1, self.beta2, self.delta2 = alpha1, beta1, delta1, beta2, delta2
+
+
+def call_prove(lib: ctypes.CDLL, curve: Curve, key_path: str, sec: Sections, witness_addr: int, *,
+               n_vars: int, n_public: int, domain_size: int, r: int, s: int, threads: int,
+               tables: list[int | None] | None = None, cancel: ctypes.c_int | None = None,
+               release: bool = False) -> tuple[bytes, bytes, bytes, tuple[float, float, float]]:
+    """One zkq_prove call: the raw proof points (pi_a, pi_b, pi_c as LEM bytes) and the
+    native step timings (setup, transforms and MSMs, blinding).
+
+    The witness values at `witness_addr` (n_vars x 32 bytes, standard form) must already be
+    checked below r, and the key's points on their curves. `tables`: five addresses (or
+    None) of fixed-base tables for A, B1, B2, L, H. `cancel`: a c_int that another thread
+    sets to 1 to stop before the next step. `release`: a one-shot process whose sections
+    are private file mappings (their pages are dropped once used).
+
+    Raises:
+        FormatError: a bad coefficient entry (naming `key_path`, section 4 and the entry).
+        Cancelled: `cancel` was set.
+        BackendError: the native prove failed.
+    """
+    rs = scalars_to_bytes(curve, [r, s, -r * s])
+    pi_a, pi_c = ctypes.create_string_buffer(curve.g1_bytes), ctypes.create_string_buffer(curve.g1_bytes)
+    pi_b = ctypes.create_string_buffer(curve.g2_bytes)
+    bad = c_int64(-1)
+    steps = (c_double * 3)()
+    table_ptrs = (c_void_p * 5)(*tables) if tables else None
+    rc = lib.zkq_prove(curve.native_id, sec.coefs, sec.n_coefs, witness_addr, n_vars, n_public, domain_size,
+                       sec.a, sec.b1, sec.b2, sec.l, sec.h,
+                       sec.alpha1, sec.beta1, sec.delta1, sec.beta2, sec.delta2,
+                       coset_shift_mont(curve, domain_size.bit_length() - 1), rs,
+                       pi_a, pi_b, pi_c, ctypes.byref(bad), steps, table_ptrs,
+                       None if cancel is None else ctypes.byref(cancel), int(release), threads)
+    if rc:
+        try:
+            _raise_native(rc, "A/B coefficients", bad.value, "entry")
+        except FormatError as exc:  # a coefficient entry: name the file and the section
+            raise FormatError(f"corrupt .zkey: section 4 (coefficients): {exc}", path=key_path,
+                              found=exc.found) from None
+    return pi_a.raw, pi_b.raw, pi_c.raw, (steps[0], steps[1], steps[2])
+
+
 def prove_files(zkey_path: str, witness_path: str, *, threads: int | None = None,
                 variant: str | None = None, self_check: bool = True) -> ProveResult:
     """Proves the witness in `witness_path` for the key in `zkey_path` on the CPU.
@@ -143,29 +198,15 @@ def prove_files(zkey_path: str, witness_path: str, *, threads: int | None = None
 
     curve, f = key.curve, key.file
     r, s = blinding_scalars(curve)
-    rs = scalars_to_bytes(curve, [r, s, -r * s])
-    sec = {i: f.address(f.section_offset(i, name)) for name, i, _ in zkey.POINT_SECTIONS}
-    coefs = f.address(f.section_offset(zkey.SEC_COEFS, "coefficients") + 4)
-    pi_a, pi_c = ctypes.create_string_buffer(curve.g1_bytes), ctypes.create_string_buffer(curve.g1_bytes)
-    pi_b = ctypes.create_string_buffer(curve.g2_bytes)
-    bad = c_int64(-1)
-    steps = (c_double * 3)()
-    rc = lib.zkq_prove(curve.native_id, coefs, key.n_coefs,
-                       witness.file.address(witness.file.section_offset(wtns.SEC_VALUES, "witness values")),
-                       key.n_vars, key.n_public, key.domain_size,
-                       sec[zkey.SEC_A], sec[zkey.SEC_B1], sec[zkey.SEC_B2], sec[zkey.SEC_C], sec[zkey.SEC_H],
-                       key.alpha1, key.beta1, key.delta1, key.beta2, key.delta2,
-                       coset_shift_mont(curve, key.domain_size.bit_length() - 1), rs,
-                       pi_a, pi_b, pi_c, ctypes.byref(bad), steps, 1, threads)
-    if rc:
-        try:
-            _raise_native(rc, "A/B coefficients", bad.value, "entry")
-        except FormatError as exc:  # a coefficient entry: name the file and the section
-            raise FormatError(f"corrupt .zkey: section 4 (coefficients): {exc}", path=key.path,
-                                   found=exc.found) from None
-
-    proof = Proof(curve=curve, a=g1_from_lem(curve, pi_a.raw), b=g2_from_lem(curve, pi_b.raw),
-                  c=g1_from_lem(curve, pi_c.raw))
+    addr = {i: f.address(f.section_offset(i, name)) for name, i, _ in zkey.POINT_SECTIONS}
+    sec = Sections(f.address(f.section_offset(zkey.SEC_COEFS, "coefficients") + 4), key.n_coefs,
+                   addr[zkey.SEC_A], addr[zkey.SEC_B1], addr[zkey.SEC_B2], addr[zkey.SEC_C], addr[zkey.SEC_H],
+                   alpha1=key.alpha1, beta1=key.beta1, delta1=key.delta1, beta2=key.beta2, delta2=key.delta2)
+    pi_a, pi_b, pi_c, steps = call_prove(
+        lib, curve, key.path, sec, witness.file.address(witness.file.section_offset(wtns.SEC_VALUES, "witness values")),
+        n_vars=key.n_vars, n_public=key.n_public, domain_size=key.domain_size, r=r, s=s, threads=threads,
+        release=True)
+    proof = Proof(curve=curve, a=g1_from_lem(curve, pi_a), b=g2_from_lem(curve, pi_b), c=g1_from_lem(curve, pi_c))
     public = witness.public_signals(key.n_public)
     timings = {"read": t_read, "setup": steps[0], "ntt_msm": steps[1], "blind": steps[2]}
     if self_check:

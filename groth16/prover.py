@@ -12,11 +12,11 @@ r and s are fresh CSPRNG scalars, so two proofs of the same witness differ.
 
 from __future__ import annotations
 
-import secrets
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (0.5 MB on the prove path)
 
+from . import csprng
 from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
 from .errors import MismatchError, UnsatisfiedError
 from .model import Proof, VerificationKey
@@ -51,7 +51,7 @@ def _rows(*points: bytes) -> np.ndarray:
 
 def blinding_scalars(curve) -> tuple[int, int]:
     """Fresh r, s in [1, r) from the OS's CSPRNG: two proofs of one witness never match."""
-    return secrets.randbelow(curve.r - 1) + 1, secrets.randbelow(curve.r - 1) + 1
+    return csprng.randbelow(curve.r - 1) + 1, csprng.randbelow(curve.r - 1) + 1
 
 
 def check_inputs(zkey: ZKey | ZKeyHeader, witness: Witness | WtnsHeader) -> None:
@@ -69,12 +69,17 @@ def check_inputs(zkey: ZKey | ZKeyHeader, witness: Witness | WtnsHeader) -> None
                             f"{zkey.n_vars}", path=witness.path, expected=zkey.n_vars, found=len(witness))
 
 
-def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = True) -> ProveResult:
+def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = True,
+          fused: bool = True) -> ProveResult:
     """Proves that `witness` satisfies the circuit of `zkey`.
 
     With `self_check` (the default) the proof is verified against the key's own
     verification key before it is returned, so an unsatisfying witness (or corrupt key
     coefficients) is reported instead of yielding an invalid proof.
+
+    A backend that proves in one call (`prove_whole`, the CPU's) does so when `fused`;
+    otherwise each step of the module docstring is one backend call. Both give the same
+    proof for the same r and s (tests compare them).
 
     Raises:
         MismatchError: the witness is for another curve or has the wrong length.
@@ -82,6 +87,27 @@ def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = 
         BackendError: the compute backend failed.
     """
     check_inputs(zkey, witness)
+    curve = zkey.curve
+    whole = getattr(backend, "prove_whole", None) if fused else None
+    t0 = time.perf_counter()
+    if whole is not None:
+        r, s = blinding_scalars(curve)
+        pi_a, pi_b, pi_c = whole(zkey, witness.values, r, s)
+        t = {"prove": time.perf_counter() - t0}
+    else:
+        pi_a, pi_b, pi_c, t = _prove_by_steps(zkey, witness, backend)
+    proof = Proof(curve=curve, a=g1_from_lem(curve, pi_a), b=g2_from_lem(curve, pi_b),
+                  c=g1_from_lem(curve, pi_c))
+    public = witness.public_signals(zkey.n_public)
+    if self_check:
+        t0 = time.perf_counter()
+        check_proof(zkey.verification_key, proof, public, zkey.path, witness.path)
+        t["verify"] = time.perf_counter() - t0
+    return ProveResult(proof=proof, public_signals=public, timings_s=t)
+
+
+def _prove_by_steps(zkey: ZKey, witness: Witness, backend: Backend) -> tuple[bytes, bytes, bytes, dict]:
+    """pi_a, pi_b, pi_c (LEM bytes) and step timings, one backend call per step."""
     curve, n = zkey.curve, zkey.domain_size
     w = witness.values
     t = {}
@@ -110,15 +136,7 @@ def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = 
     b1 = backend.msm_g1(_rows(b1_raw, zkey.beta1, zkey.delta1), _scalars(curve, [1, 1, s]))
     pi_c = backend.msm_g1(_rows(c_raw, h_raw, pi_a, b1, zkey.delta1),
                           _scalars(curve, [1, 1, s, r, -r * s]))
-
-    proof = Proof(curve=curve, a=g1_from_lem(curve, pi_a), b=g2_from_lem(curve, pi_b),
-                  c=g1_from_lem(curve, pi_c))
-    public = witness.public_signals(zkey.n_public)
-    if self_check:
-        t0 = time.perf_counter()
-        check_proof(zkey.verification_key, proof, public, zkey.path, witness.path)
-        t["verify"] = time.perf_counter() - t0
-    return ProveResult(proof=proof, public_signals=public, timings_s=t)
+    return pi_a, pi_b, pi_c, t
 
 
 def check_proof(vk: VerificationKey, proof: Proof, public: list[int], zkey_path: str, witness_path: str) -> None:

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import operator
-import secrets
 import threading
 from functools import lru_cache
 
-from . import native
+from . import csprng, native
 from .curves import Curve
 from .encoding import fq_from_lem, g1_to_lem, g2_to_lem, scalars_to_bytes
 from .errors import BackendError, FormatError, MismatchError
@@ -137,7 +136,7 @@ def _native_check(vk: VerificationKey, proofs: list[Proof], publics: list[list[i
 
 def _fresh_rho() -> int:
     while True:
-        rho = secrets.randbits(_RHO_BITS)
+        rho = csprng.randbits(_RHO_BITS)
         if rho:  # rho = 0 would drop the proof from the combination
             return rho
 
@@ -167,7 +166,7 @@ def verify_batch(vk: VerificationKey, proofs: list[Proof], publics: list[list[in
     """Per-proof validity of many proofs under one key, checked together.
 
     All proofs are first checked in one pairing product with fresh random 128-bit
-    coefficients (from `secrets`); only if that fails are the invalid ones found, by
+    coefficients (from the OS's CSPRNG); only if that fails are the invalid ones found, by
     bisection. The result equals ``[verify(vk, p, s) for p, s in zip(proofs, publics)]``
     except with probability about 2^-128 per batch.
 

@@ -171,7 +171,7 @@ def test_full_proof_matches_cpu_and_verifies(pair, name, monkeypatch):
     proofs = []
     for backend in (cu, cpu):
         seq = iter([123456789, 987654321])  # the same r and s for both backends
-        monkeypatch.setattr(prover.secrets, "randbelow", lambda _bound: next(seq))
+        monkeypatch.setattr(prover.csprng, "randbelow", lambda _bound: next(seq))
         proofs.append(prover.prove(key, w, backend, self_check=False))
     assert proofs[0].proof == proofs[1].proof
     assert verifier.verify(key.verification_key, proofs[0].proof, proofs[0].public_signals)

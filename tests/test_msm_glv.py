@@ -259,8 +259,8 @@ def test_table_of_other_points_is_refused():
 
 @pytest.mark.parametrize("name", ["bn128_chain_10", "bls12381_chain_10"])
 def test_prepared_key_proves_and_snarkjs_accepts(name, tmp_path):
-    """prepare() registers tables for the key's five queries; the prover (unchanged) then uses
-    them, which the proof's acceptance by snarkjs checks; dropping the PreparedKey frees them."""
+    """prepare() registers tables for the key's five queries; the prover's whole prove then
+    uses them, which the proof's acceptance by snarkjs checks; dropping the PreparedKey frees them."""
     d = fixture_dir(name)
     key = zkey.read_zkey(d / "circuit_final.zkey")
     witness = wtns.read_wtns(d / "witness.wtns")
@@ -273,6 +273,8 @@ def test_prepared_key_proves_and_snarkjs_accepts(name, tmp_path):
     table.buffer[7] ^= np.uint64(1)
     with pytest.raises(BackendError):
         be.msm_g1(key.h_query, np.zeros((len(key.h_query), 4), dtype=np.uint64))
+    with pytest.raises(BackendError):  # and so does the whole prove
+        prover.prove(key, witness, be)
     table.buffer[7] = saved
     result = prover.prove(key, witness, be)
     proof, public = tmp_path / "proof.json", tmp_path / "public.json"

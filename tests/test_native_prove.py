@@ -18,7 +18,7 @@ import pytest
 from zkqueue.groth16 import native, native_prove, prover
 from zkqueue.groth16.backends.cpu import CpuBackend
 from zkqueue.groth16.curves import BLS12381, BN128
-from zkqueue.groth16.errors import FormatError
+from zkqueue.groth16.errors import Cancelled, FormatError
 from zkqueue.groth16.formats import wtns, zkey
 
 from conftest import fixture_dir, snarkjs_verifies
@@ -40,8 +40,9 @@ def arith(request, monkeypatch):
 
 @pytest.mark.parametrize("name", ["bn128_chain_12", "bls12381_chain_10"])
 def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
-    """The `zkqueue` console script's prove (coordinator/cli.py) never imports numpy, and
-    snarkjs accepts the proof it writes."""
+    """The `zkqueue` console script's prove (coordinator/cli.py) imports neither numpy nor
+    OpenSSL (hashlib's _hashlib: 3.7 MB of resident memory), and snarkjs accepts the proof
+    it writes."""
     d = fixture_dir(name)
     proof, public = tmp_path / "proof.json", tmp_path / "public.json"
     for backend in ("cpu", "auto"):  # auto: no CuPy on a CPU-only machine
@@ -51,7 +52,7 @@ def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
         assert proc.returncode == 0, proc.stderr[-3000:]
         imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line]
         assert "zkqueue.groth16.native_prove" in imported
-        assert not [m for m in imported if m.split(".")[0] == "numpy"], proc.stderr[-6000:]
+        assert not [m for m in imported if m.split(".")[0] in ("numpy", "_hashlib", "_ssl")], proc.stderr[-6000:]
         assert snarkjs_verifies(d / "verification_key.json", public, proof)
 
 
@@ -60,19 +61,38 @@ def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
 @pytest.mark.parametrize("name", ["bn128_chain_12", "bls12381_chain_12", "bn128_poseidon_10"])
 def test_native_prove_equals_backend_prover(name, arith, monkeypatch):
     """With r and s fixed, the native whole-prove yields exactly the backend-op prover's
-    proof, whatever the thread count (its steps are scheduled dynamically on two lanes)."""
+    proof, whatever the thread count (its steps are scheduled dynamically on two lanes):
+    from the files (`zkqueue prove`) and on a worker's resident key, with and without the
+    key's fixed-base tables."""
     d = fixture_dir(name)
     key, witness = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
     rng = random.Random(name)
     r, s = rng.randrange(1, key.curve.r), rng.randrange(1, key.curve.r)
     monkeypatch.setattr(prover, "blinding_scalars", lambda curve: (r, s))
     monkeypatch.setattr(native_prove, "blinding_scalars", lambda curve: (r, s))
-    expected = prover.prove(key, witness, CpuBackend(key.curve, threads=2, variant=arith))
+    expected = prover.prove(key, witness, CpuBackend(key.curve, threads=2, variant=arith), fused=False)
     for threads in (1, 2, 3):
         got = native_prove.prove_files(d / "circuit_final.zkey", d / "witness.wtns", threads=threads,
                                        variant=arith)
         assert got.proof == expected.proof, threads
         assert got.public_signals == expected.public_signals
+        be = CpuBackend(key.curve, threads=threads, variant=arith)
+        assert prover.prove(key, witness, be).proof == expected.proof, threads
+        prepared = be.prepare(key, budget_bytes=1 << 30)
+        assert len(prepared.tables) == 5
+        assert prover.prove(key, witness, be).proof == expected.proof, threads
+
+
+def test_resident_prove_stops_when_cancelled():
+    """The cancel flag a worker's attempt raises when its lease is lost stops the native
+    prove before its next step, with Cancelled and no proof."""
+    d = fixture_dir("bn128_chain_10")
+    key, witness = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
+    be = CpuBackend(key.curve, threads=2)
+    with pytest.raises(Cancelled, match="cancelled by the caller"):
+        be.prove_whole(key, witness.values, 1, 2, cancel=ctypes.c_int(1))
+    pi_a, pi_b, pi_c = be.prove_whole(key, witness.values, 1, 2, cancel=ctypes.c_int(0))
+    assert len(pi_a) == key.curve.g1_bytes and len(pi_b) == key.curve.g2_bytes
 
 
 def test_native_prove_is_fresh_each_time():

@@ -1,17 +1,20 @@
 """The proving backend as one attempt sees it.
 
 Every kernel call first checks the attempt's stop flag (lease lost, overdue, job cancelled
-or failed), so a stopped attempt ends at the next kernel boundary. A call already inside a
-kernel cannot be interrupted; the lease keeper kills the process if it does not come back
-(workers/lease.py). Test faults (workers/faults.py) are injected here, inside the backend,
-where a bad build or a hung kernel would strike: before the worker's own verification.
+or failed), so a stopped attempt ends at the next kernel boundary; the CPU's whole prove in
+one call (prove_whole) gets the flag passed in and stops before its next step. A kernel
+already running cannot be interrupted; the lease keeper kills the process if it does not
+come back (workers/lease.py). Test faults (workers/faults.py) are injected here, inside the
+backend, where a bad build or a hung kernel would strike: before the worker's own
+verification.
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
-from zkqueue.groth16.errors import BackendError
+from zkqueue.groth16.errors import BackendError, Cancelled
 
 from . import faults as faults_mod
 from .faults import Faults
@@ -30,6 +33,8 @@ class AttemptBackend:
         self._faults = faults
         self._attempt = attempt
         self.name = inner.name
+        if hasattr(inner, "prove_whole"):  # only then: groth16.prover looks for the attribute
+            self.prove_whole = self._prove_whole
 
     def _check(self) -> None:
         if self._stop.is_set():
@@ -62,6 +67,30 @@ class AttemptBackend:
     def msm_g2(self, points, scalars_std):
         self._check()
         return self._inner.msm_g2(points, scalars_std)
+
+    def _prove_whole(self, zkey, witness_std, r, s):
+        self._check()
+        if self._faults.hangs(self._attempt):
+            faults_mod.block_in_native_code()
+        cancel, done = ctypes.c_int(0), threading.Event()
+
+        def relay_stop():  # the native call polls an int, not a threading.Event
+            while not self._stop.wait(0.05):
+                if done.is_set():
+                    return
+            cancel.value = 1
+
+        relay = threading.Thread(target=relay_stop, name="stop-relay", daemon=True)
+        relay.start()
+        try:
+            pi_a, pi_b, pi_c = self._inner.prove_whole(zkey, witness_std, r, s, cancel=cancel)
+        except Cancelled:
+            raise Stopped("the attempt was stopped") from None
+        finally:
+            done.set()
+        if self._faults.msm_wrong:
+            pi_a, pi_c = faults_mod.wrong_a_msm(self._inner, zkey, pi_a, pi_c, s)
+        return pi_a, pi_b, pi_c
 
     def __getattr__(self, name):
         # Anything else the prover may use (helpers a backend adds) passes straight through.

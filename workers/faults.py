@@ -2,9 +2,11 @@
 injected where the real fault happens, never after the check meant to catch it:
 
     msm-wrong            the backend's G1 MSM returns a wrong but valid curve point (a bad
-                         build); the worker's own verification of the proof must catch it
-    hang                 the backend's G1 MSM blocks inside a native call (a hung kernel): the
-                         GIL is released, so the lease thread goes on renewing
+                         build; in the CPU's whole prove, the A query's MSM); the worker's own
+                         verification of the proof must catch it
+    hang                 the backend's G1 MSM (the CPU's whole prove) blocks inside a native
+                         call (a hung kernel): the GIL is released, so the lease thread goes
+                         on renewing
     hang-first           the same, only on a partition's first attempt
     slow:SECONDS         sleep that long after claiming each partition, holding the lease
     slow-first:SECONDS   the same, only on a partition's first attempt
@@ -73,6 +75,25 @@ def wrong_msm(msm, points: np.ndarray, scalars: np.ndarray) -> bytes:
     one = np.zeros((1, scalars.shape[1]), dtype=scalars.dtype)
     one[0, 0] = 1
     return msm(np.concatenate([points, extra]), np.concatenate([scalars, one]))
+
+
+def wrong_a_msm(backend, zkey, pi_a: bytes, pi_c: bytes, s: int) -> tuple[bytes, bytes]:
+    """pi_a and pi_c of a whole prove whose A-query MSM returned A + P instead of A (P the
+    query's first non-infinity point): pi_a = A + alpha1 + r delta1 gains P, and
+    pi_c, which adds s * pi_a, gains s * P. Both stay valid curve points."""
+    q = zkey.a_query
+    nonzero = np.flatnonzero(q.reshape(q.shape[0], -1).any(axis=1))
+    if nonzero.size == 0:
+        return pi_a, pi_c
+    p = q[nonzero[:1]]
+    r = backend.curve.r
+
+    def plus(point: bytes, k: int) -> bytes:
+        rows = np.concatenate([np.frombuffer(point, dtype=np.uint64).reshape(1, -1), p])
+        scalars = np.frombuffer(b"".join(x.to_bytes(32, "little") for x in (1, k % r)), dtype=np.uint64)
+        return backend.msm_g1(rows, scalars.reshape(2, 4))
+
+    return plus(pi_a, 1), plus(pi_c, s)
 
 
 def parse(spec: str | None) -> Faults:

@@ -19,7 +19,7 @@ import numpy as np
 from .. import native
 from ..curves import Curve
 from .base import as_words
-from ..errors import BackendError, FormatError, InputError
+from ..errors import BackendError, Cancelled, FormatError, InputError, MismatchError
 
 # kernels/cpu/errors.hpp, code -> (error class, message)
 _ERRORS: dict[int, tuple[type, str]] = {
@@ -29,6 +29,7 @@ _ERRORS: dict[int, tuple[type, str]] = {
     4: (BackendError, "out of memory in a native kernel"),
     5: (BackendError, "internal error in a native kernel"),
     6: (InputError, "an MSM scalar is not below the group order r"),
+    7: (Cancelled, "cancelled by the caller"),
     10: (FormatError, "coefficient matrix is neither 0 (A) nor 1 (B)"),
     11: (FormatError, "coefficient constraint index is not below the domain size"),
     12: (FormatError, "coefficient signal index is not below the number of variables"),
@@ -63,6 +64,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "zkq_check_g2": [c_int, _u64p, c_size_t, POINTER(c_int64), c_int],
         "zkq_test_field_op": [c_int, c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
         "zkq_test_field_mul": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
+        "zkq_test_fq2_op": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
         "zkq_test_g1_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
         "zkq_test_g2_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
         "zkq_test_glv_decompose": [c_int, _u64p, _u64p, c_size_t],
@@ -176,6 +178,7 @@ class CpuBackend:
         if self.threads < 1:
             raise BackendError("threads must be >= 1", expected=">= 1", found=threads)
         self._lib = library(variant)
+        self._variant = variant
         self._cid = curve.native_id
         self._nwq = curve.n8q // 8  # 64-bit words per base-field element
         # id(points array) -> its table, for keys prepared by `prepare` (see there)
@@ -369,6 +372,49 @@ class CpuBackend:
                 tables.append(t)
                 self._registered[id(points)] = t
         return PreparedKey(tables=tables, full_bytes=total)
+
+    # ---- the whole prove ----------------------------------------------------------------
+
+    def prove_whole(self, zkey, witness_std: np.ndarray, r: int, s: int, *,
+                    cancel: ctypes.c_int | None = None) -> tuple[bytes, bytes, bytes]:
+        """The proof points (pi_a, pi_b, pi_c as affine LEM bytes) for blinding scalars r, s,
+        in one native call (kernels/cpu/prove.cpp): the transforms and the five MSMs
+        overlap on the cores, and the MSMs use the tables `prepare` registered for this key.
+        groth16.prover.prove calls it in place of the step-by-step kernels; the result is
+        the same points.
+
+        `witness_std`: the key's n_vars witness values, standard form, each below r (as
+        formats.wtns.read_wtns checks). `cancel`: a c_int another thread may set to 1 to
+        stop before the next step.
+
+        Raises:
+            FormatError: a bad coefficient entry.
+            MismatchError: the witness length is not the key's.
+            Cancelled: `cancel` was set.
+            BackendError: the native prove failed.
+        """
+        from .. import native_prove  # noqa: PLC0415 - its signatures, declared on the same library
+
+        w = as_words(witness_std, 4, "witness")
+        if w.shape[0] != zkey.n_vars:
+            raise MismatchError(f"the witness has {w.shape[0]} values but the key needs {zkey.n_vars}",
+                                expected=zkey.n_vars, found=w.shape[0])
+        queries = [(zkey.a_query, False), (zkey.b1_query, False), (zkey.b2_query, True),
+                   (zkey.l_query, False), (zkey.h_query, False)]
+        arrays = [as_words(q, self._width(g2), "key points") for q, g2 in queries]
+        tables = []
+        for (q, g2) in queries:
+            t = self._registered.get(id(q))
+            tables.append(_ptr(t.buffer) if t is not None and t.points is q and t.g2 == g2 else None)
+        coefs = np.ascontiguousarray(zkey.coefs)
+        sec = native_prove.Sections(coefs.ctypes.data, coefs.shape[0], *(_ptr(a) for a in arrays),
+                                    alpha1=zkey.alpha1, beta1=zkey.beta1, delta1=zkey.delta1,
+                                    beta2=zkey.beta2, delta2=zkey.delta2)
+        pi_a, pi_b, pi_c, _ = native_prove.call_prove(
+            native_prove.library(self._variant), self.curve, zkey.path, sec, _ptr(w), n_vars=zkey.n_vars,
+            n_public=zkey.n_public, domain_size=zkey.domain_size, r=r, s=s, threads=self.threads,
+            tables=tables, cancel=cancel)
+        return pi_a, pi_b, pi_c
 
     def _check_points(self, fn, points: np.ndarray, width: int, what: str) -> None:
         p = as_words(points, width, what)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (2.5 ms of `zkqueue prove`)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .. import curves
 from ..curves import Curve

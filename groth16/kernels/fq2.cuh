@@ -24,6 +24,13 @@ struct Fp2 {
 
     // Karatsuba: (a0 + a1 u)(b0 + b1 u) = a0 b0 - a1 b1 + ((a0 + a1)(b0 + b1) - a0 b0 - a1 b1) u
     ZKQ_HD_CALL Fp2 operator*(const Fp2& b) const {
+#if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
+        if constexpr (F::BITS == 64 && (F::params::NW == 4 || F::params::NW == 6)) {
+            Fp2 r;  // the same product with two Montgomery reductions instead of three
+            x86::fp2_mul<typename F::params>(r.c0.v, r.c1.v, c0.v, c1.v, b.c0.v, b.c1.v);
+            return r;
+        }
+#endif
         F t0 = c0 * b.c0, t1 = c1 * b.c1;
         return {t0 - t1, (c0 + c1) * (b.c0 + b.c1) - t0 - t1};
     }

@@ -9,6 +9,7 @@
 #define ZKQ_ERR_ALLOC 4             // out of memory
 #define ZKQ_ERR_INTERNAL 5          // unexpected C++ exception
 #define ZKQ_ERR_SCALAR_RANGE 6      // an MSM scalar is >= r
+#define ZKQ_ERR_CANCELLED 7         // the caller cancelled the call (zkq_prove's cancel flag)
 #define ZKQ_ERR_COEF_MATRIX 10      // coefficient entry: matrix not 0 (A) or 1 (B)
 #define ZKQ_ERR_COEF_CONSTRAINT 11  // coefficient entry: constraint >= domain size
 #define ZKQ_ERR_COEF_SIGNAL 12      // coefficient entry: signal >= number of variables

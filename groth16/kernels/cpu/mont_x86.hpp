@@ -182,12 +182,201 @@ inline __attribute__((always_inline)) void mont_mul6(uint64_t* out, const uint64
     out[5] = t4;
 }
 
+// ---- double-width products and a separate reduction, for Fp2's product (fp2_mul below):
+// three full products but only two reductions, where three Montgomery products reduce
+// three times.
+
+// One row of a double-width product: T0..Tn += a * b[i], Tn fresh; then T0, final, is stored.
+#define ZKQ_XW_ROW4(boff, T0, T1, T2, T3, T4)           \
+    ZKQ_X_M_START(boff)                                 \
+    ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3)   \
+    "mulxq 24(%[a]), %[lo], %[hi]\n\t"                  \
+    "adoxq %[lo], %[" T3 "]\n\t"                        \
+    "movq %[z], %[" T4 "]\n\t"                          \
+    "adcxq %[hi], %[" T4 "]\n\t"                        \
+    "adoxq %[z], %[" T4 "]\n\t"                         \
+    "movq %[" T0 "], " #boff "(%[out])\n\t"
+
+// out[0..8) = a * b (4 words each), no reduction.
+inline __attribute__((always_inline)) void mul_wide4(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    uint64_t t0, t1, t2, t3, t4, lo, hi, z;
+    __asm__(
+        "movq 0(%[b]), %%rdx\n\t"
+        "xorl %k[z], %k[z]\n\t"
+        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
+        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
+        "adcxq %[lo], %[t1]\n\t"
+        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
+        "adcxq %[lo], %[t2]\n\t"
+        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
+        "adcxq %[lo], %[t3]\n\t"
+        "adcxq %[z], %[t4]\n\t"
+        "movq %[t0], 0(%[out])\n\t"
+        ZKQ_XW_ROW4(8, "t1", "t2", "t3", "t4", "t0")
+        ZKQ_XW_ROW4(16, "t2", "t3", "t4", "t0", "t1")
+        ZKQ_XW_ROW4(24, "t3", "t4", "t0", "t1", "t2")
+        "movq %[t4], 32(%[out])\n\t"
+        "movq %[t0], 40(%[out])\n\t"
+        "movq %[t1], 48(%[out])\n\t"
+        "movq %[t2], 56(%[out])\n\t"
+        : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
+          [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z), "=m"(*(uint64_t(*)[8])out)
+        : [a] "r"(a), [b] "r"(b), [out] "r"(out),
+          "m"(*(const uint64_t(*)[4])a), "m"(*(const uint64_t(*)[4])b)
+        : "rdx", "cc");
+}
+
+#define ZKQ_XW_ROW6(boff, T0, T1, T2, T3, T4, T5, T6)   \
+    ZKQ_X_M_START(boff)                                 \
+    ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3) ZKQ_X_MA(24, T3, T4) ZKQ_X_MA(32, T4, T5) \
+    "mulxq 40(%[a]), %[lo], %[hi]\n\t"                  \
+    "adoxq %[lo], %[" T5 "]\n\t"                        \
+    "movq %[z], %[" T6 "]\n\t"                          \
+    "adcxq %[hi], %[" T6 "]\n\t"                        \
+    "adoxq %[z], %[" T6 "]\n\t"                         \
+    "movq %[" T0 "], " #boff "(%[out])\n\t"
+
+// out[0..12) = a * b (6 words each), no reduction.
+inline __attribute__((always_inline)) void mul_wide6(uint64_t* out, const uint64_t* a, const uint64_t* b) {
+    uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi, z;
+    __asm__(
+        "movq 0(%[b]), %%rdx\n\t"
+        "xorl %k[z], %k[z]\n\t"
+        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
+        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
+        "adcxq %[lo], %[t1]\n\t"
+        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
+        "adcxq %[lo], %[t2]\n\t"
+        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
+        "adcxq %[lo], %[t3]\n\t"
+        "mulxq 32(%[a]), %[lo], %[t5]\n\t"
+        "adcxq %[lo], %[t4]\n\t"
+        "mulxq 40(%[a]), %[lo], %[t6]\n\t"
+        "adcxq %[lo], %[t5]\n\t"
+        "adcxq %[z], %[t6]\n\t"
+        "movq %[t0], 0(%[out])\n\t"
+        ZKQ_XW_ROW6(8, "t1", "t2", "t3", "t4", "t5", "t6", "t0")
+        ZKQ_XW_ROW6(16, "t2", "t3", "t4", "t5", "t6", "t0", "t1")
+        ZKQ_XW_ROW6(24, "t3", "t4", "t5", "t6", "t0", "t1", "t2")
+        ZKQ_XW_ROW6(32, "t4", "t5", "t6", "t0", "t1", "t2", "t3")
+        ZKQ_XW_ROW6(40, "t5", "t6", "t0", "t1", "t2", "t3", "t4")
+        "movq %[t6], 48(%[out])\n\t"
+        "movq %[t0], 56(%[out])\n\t"
+        "movq %[t1], 64(%[out])\n\t"
+        "movq %[t2], 72(%[out])\n\t"
+        "movq %[t3], 80(%[out])\n\t"
+        "movq %[t4], 88(%[out])\n\t"
+        : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
+          [t5] "=&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z),
+          "=m"(*(uint64_t(*)[12])out)
+        : [a] "r"(a), [b] "r"(b), [out] "r"(out),
+          "m"(*(const uint64_t(*)[6])a), "m"(*(const uint64_t(*)[6])b)
+        : "rdx", "cc");
+}
+
+// One reduction row on its own (no product first): T0..Tn += m * q, Tn fresh, T0 -> 0.
+#define ZKQ_XR_ROW4(T0, T1, T2, T3, T4)                 \
+    ZKQ_X_R_START(T0)                                   \
+    "movq %[z], %[" T4 "]\n\t"                          \
+    ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
+    "adcxq %[z], %[" T4 "]\n\t"
+
+// out = t * 2^-256 mod p for a double-width t < p * 2^256 (8 words), fully reduced. The
+// rows reduce the low half: u = (t_lo + m p) / 2^256 <= p; then u + t_hi <= 2p - 1 (t_hi <
+// p by the bound on t), and one conditional subtraction finishes.
+template <class P>
+inline __attribute__((always_inline)) void redc4(uint64_t* out, const uint64_t* t) {
+    using M = Mod<P>;
+    uint64_t t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3], t4, lo, hi, z;
+    __asm__(
+        ZKQ_XR_ROW4("t0", "t1", "t2", "t3", "t4")
+        ZKQ_XR_ROW4("t1", "t2", "t3", "t4", "t0")
+        ZKQ_XR_ROW4("t2", "t3", "t4", "t0", "t1")
+        ZKQ_XR_ROW4("t3", "t4", "t0", "t1", "t2")
+        "addq 32(%[t]), %[t4]\n\t"
+        "adcq 40(%[t]), %[t0]\n\t"
+        "adcq 48(%[t]), %[t1]\n\t"
+        "adcq 56(%[t]), %[t2]\n\t"
+        "movq %[t4], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
+        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
+        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
+        "movq %[t2], %[t3]\n\t"   "sbbq 24+%[q], %[t3]\n\t"
+        "cmovncq %[lo], %[t4]\n\t"
+        "cmovncq %[hi], %[t0]\n\t"
+        "cmovncq %%rdx, %[t1]\n\t"
+        "cmovncq %[t3], %[t2]\n\t"
+        : [t0] "+&r"(t0), [t1] "+&r"(t1), [t2] "+&r"(t2), [t3] "+&r"(t3), [t4] "=&r"(t4),
+          [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z)
+        : [t] "r"(t), [q] "m"(M::q), [minv] "m"(M::minv), "m"(*(const uint64_t(*)[8])t)
+        : "rdx", "cc");
+    out[0] = t4;
+    out[1] = t0;
+    out[2] = t1;
+    out[3] = t2;
+}
+
+#define ZKQ_XR_ROW6(T0, T1, T2, T3, T4, T5, T6)         \
+    ZKQ_X_R_START(T0)                                   \
+    "movq %[z], %[" T6 "]\n\t"                          \
+    ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
+    ZKQ_X_RD(32, T4, T5) ZKQ_X_RD(40, T5, T6)           \
+    "adcxq %[z], %[" T6 "]\n\t"
+
+// As redc4 for 6 words: out = t * 2^-384 mod p for t < p * 2^384 (12 words).
+template <class P>
+inline __attribute__((always_inline)) void redc6(uint64_t* out, const uint64_t* t) {
+    using M = Mod<P>;
+    uint64_t t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3], t4 = t[4], t5 = t[5], t6, lo, hi, z;
+    const uint64_t* tp = t;  // its register is reused by the final subtraction
+    __asm__(
+        ZKQ_XR_ROW6("t0", "t1", "t2", "t3", "t4", "t5", "t6")
+        ZKQ_XR_ROW6("t1", "t2", "t3", "t4", "t5", "t6", "t0")
+        ZKQ_XR_ROW6("t2", "t3", "t4", "t5", "t6", "t0", "t1")
+        ZKQ_XR_ROW6("t3", "t4", "t5", "t6", "t0", "t1", "t2")
+        ZKQ_XR_ROW6("t4", "t5", "t6", "t0", "t1", "t2", "t3")
+        ZKQ_XR_ROW6("t5", "t6", "t0", "t1", "t2", "t3", "t4")
+        // (t6, t0, t1, t2, t3, t4) + t_hi, then the difference with p into
+        // (lo, hi, rdx, z, t5, t), kept when it did not borrow.
+        "addq 48(%[t]), %[t6]\n\t"
+        "adcq 56(%[t]), %[t0]\n\t"
+        "adcq 64(%[t]), %[t1]\n\t"
+        "adcq 72(%[t]), %[t2]\n\t"
+        "adcq 80(%[t]), %[t3]\n\t"
+        "adcq 88(%[t]), %[t4]\n\t"
+        "movq %[t6], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
+        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
+        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
+        "movq %[t2], %[z]\n\t"    "sbbq 24+%[q], %[z]\n\t"
+        "movq %[t3], %[t5]\n\t"   "sbbq 32+%[q], %[t5]\n\t"
+        "movq %[t4], %[t]\n\t"    "sbbq 40+%[q], %[t]\n\t"
+        "cmovncq %[lo], %[t6]\n\t"
+        "cmovncq %[hi], %[t0]\n\t"
+        "cmovncq %%rdx, %[t1]\n\t"
+        "cmovncq %[z], %[t2]\n\t"
+        "cmovncq %[t5], %[t3]\n\t"
+        "cmovncq %[t], %[t4]\n\t"
+        : [t0] "+&r"(t0), [t1] "+&r"(t1), [t2] "+&r"(t2), [t3] "+&r"(t3), [t4] "+&r"(t4),
+          [t5] "+&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z), [t] "+&r"(tp)
+        : [q] "m"(M::q), [minv] "m"(M::minv), "m"(*(const uint64_t(*)[12])t)
+        : "rdx", "cc");
+    out[0] = t6;
+    out[1] = t0;
+    out[2] = t1;
+    out[3] = t2;
+    out[4] = t3;
+    out[5] = t4;
+}
+
 #undef ZKQ_X_MA
 #undef ZKQ_X_RD
 #undef ZKQ_X_M_START
 #undef ZKQ_X_R_START
 #undef ZKQ_X4_ROW
 #undef ZKQ_X6_ROW
+#undef ZKQ_XW_ROW4
+#undef ZKQ_XW_ROW6
+#undef ZKQ_XR_ROW4
+#undef ZKQ_XR_ROW6
 
 // out = a + b mod p, and out = a - b mod p, for NW = 4: branch-free (the portable code's
 // data-dependent branches mispredict about half the time on random field elements).
@@ -274,6 +463,46 @@ template <class P>
 inline __attribute__((always_inline)) void mont_mul(uint64_t* out, const uint64_t* a, const uint64_t* b) {
     if constexpr (P::NW == 4) mont_mul4<P>(out, a, b);
     else mont_mul6<P>(out, a, b);
+}
+
+// (c0 + c1 u) = (a0 + a1 u)(b0 + b1 u) in Fp2 = Fp[u]/(u^2 + 1), Montgomery form, NW = 4
+// or 6: Karatsuba on double-width products with two reductions instead of three.
+//   c1 = (a0 + a1)(b0 + b1) - a0 b0 - a1 b1 = a0 b1 + a1 b0 < 2p^2 < p 2^(64 NW)
+//   c0 = a0 b0 - a1 b1, plus p 2^(64 NW) when negative: in [0, p 2^(64 NW))
+// Both are within redc's bound. The sums a0 + a1, b0 + b1 are not reduced: below 2p, which
+// fits NW words because every p here is below 2^(64 NW - 2).
+template <class P>
+inline __attribute__((always_inline)) void fp2_mul(uint64_t* c0, uint64_t* c1, const uint64_t* a0,
+                                                   const uint64_t* a1, const uint64_t* b0, const uint64_t* b1) {
+    using M = Mod<P>;
+    constexpr int NW = P::NW, W = 2 * NW;
+    unsigned long long t0[W], t1[W], t2[W], sa[NW], sb[NW];
+    unsigned char ca = 0, cb = 0;
+    for (int i = 0; i < NW; i++) {
+        ca = _addcarry_u64(ca, a0[i], a1[i], &sa[i]);
+        cb = _addcarry_u64(cb, b0[i], b1[i], &sb[i]);
+    }
+    auto wide = [](unsigned long long* o, const uint64_t* x, const uint64_t* y) {
+        if constexpr (NW == 4) mul_wide4(reinterpret_cast<uint64_t*>(o), x, y);
+        else mul_wide6(reinterpret_cast<uint64_t*>(o), x, y);
+    };
+    wide(t0, a0, b0);
+    wide(t1, a1, b1);
+    wide(t2, reinterpret_cast<const uint64_t*>(sa), reinterpret_cast<const uint64_t*>(sb));
+    unsigned char b2 = 0, b3 = 0, b0w = 0;
+    for (int i = 0; i < W; i++) b2 = _subborrow_u64(b2, t2[i], t0[i], &t2[i]);
+    for (int i = 0; i < W; i++) b3 = _subborrow_u64(b3, t2[i], t1[i], &t2[i]);
+    for (int i = 0; i < W; i++) b0w = _subborrow_u64(b0w, t0[i], t1[i], &t0[i]);
+    const uint64_t mask = 0 - (uint64_t)b0w;  // all ones: a0 b0 < a1 b1, add p 2^(64 NW)
+    unsigned char c = 0;
+    for (int i = 0; i < NW; i++) c = _addcarry_u64(c, t0[NW + i], M::q[i] & mask, &t0[NW + i]);
+    if constexpr (NW == 4) {
+        redc4<P>(c0, reinterpret_cast<const uint64_t*>(t0));
+        redc4<P>(c1, reinterpret_cast<const uint64_t*>(t2));
+    } else {
+        redc6<P>(c0, reinterpret_cast<const uint64_t*>(t0));
+        redc6<P>(c1, reinterpret_cast<const uint64_t*>(t2));
+    }
 }
 
 }  // namespace x86

@@ -22,8 +22,6 @@
 // Sub-windows are the threads' tasks; when they do not divide evenly among the threads,
 // the leftovers are sliced so that every thread is busy to the end.
 #pragma once
-#include <malloc.h>
-
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -38,12 +36,15 @@ namespace {
 enum : uint8_t { K_ADD, K_DBL, K_LEFT, K_RIGHT, K_INF };
 
 // Points summed per pass of a window: bounds the scratch memory (a bucket's partial sum is
-// carried from one chunk to the next as one more point in that bucket). 2^15 rather than
-// 2^17: the points are scattered into their buckets' slots, and 2 MB of G1 points (4 MB on
-// G2) stay in the cache where 8 MB did not; measured on bn128 G1, 2^14 and 2^16 points,
-// 1 and 2 threads: 3-4% faster without a table, 7-13% with one (a table's sub-window holds
-// ten times as many points, so it ran through many chunks of the larger size).
-constexpr size_t CHUNK = size_t(1) << 15;
+// carried from one chunk to the next as one more point in that bucket). 1 MB of points
+// (2^14 bn128 G1 points), the same bytes for the wider points of BLS12-381 and G2: the
+// points are scattered into their buckets' slots, and a chunk that stays in the cache is
+// what counts (8 MB was 3-13% slower than 2 MB on bn128 G1; 1 MB and 2 MB measured the same
+// on both curves and groups, 2^14 and 2^16 points, bench/kernels.py), and the smaller chunk
+// takes 1 MB less peak memory per MSM thread.
+constexpr size_t CHUNK_BYTES = size_t(1) << 20;
+template <class F>
+constexpr size_t chunk_points() { return CHUNK_BYTES / sizeof(Affine<F>); }
 
 template <class F>
 struct Scratch {
@@ -190,7 +191,8 @@ template <class F>
 struct GlvPoints {
     using B = typename BaseOf<F>::type;
     const Affine<F>* base;   // the caller's n points
-    const Affine<F>* endo0;  // phi(P_i) made once per MSM (every window reads it), or null
+    const F* endo_x;         // beta x_i, the x of phi(P_i) (its y is P_i's), made once per MSM
+                             // (every window reads it), or null
     const Affine<F>* table;  // levels 1 .. levels-1, n points each (null when levels == 1)
     size_t n;
     B beta;
@@ -214,7 +216,7 @@ struct GlvPoints {
         Affine<F> get(bool neg) const {
             if (v < g->n) return Affine<F>{lvl[v].x, neg ? -lvl[v].y : lvl[v].y};
             const size_t i = v - g->n;
-            if (j == 0 && g->endo0) return Affine<F>{g->endo0[i].x, neg ? -g->endo0[i].y : g->endo0[i].y};
+            if (j == 0 && g->endo_x) return Affine<F>{g->endo_x[i], neg ? -lvl[i].y : lvl[i].y};
             return Affine<F>{lvl[i].x * g->beta, neg ? -lvl[i].y : lvl[i].y};
         }
     };
@@ -233,8 +235,8 @@ Jacobian<F> window_sum(const Src& src, const int16_t* dig, size_t lo, size_t hi,
     s.cnt.resize(nb + 1);
     s.start.resize(nb + 1);
     s.cursor.resize(nb + 1);
-    for (size_t c0 = lo; c0 < hi; c0 += CHUNK) {
-        const size_t c1 = std::min(hi, c0 + CHUNK);
+    for (size_t c0 = lo; c0 < hi; c0 += chunk_points<F>()) {
+        const size_t c1 = std::min(hi, c0 + chunk_points<F>());
         for (uint32_t b = 0; b <= nb; b++) s.cnt[b] = s.acc[b].is_inf() ? 0 : 1;
         for (size_t i = c0; i < c1; i++) {
             int d = dig[i];
@@ -539,17 +541,17 @@ int msm(const uint64_t* point_words, const uint64_t* scalars, size_t n, uint64_t
             if (lo < hi) tasks.push_back({t, lo, hi});
         }
     const auto beta = glv_beta<CURVE, F>();
-    // Without a table every window reads phi(P_i) again: make those n points once (the
-    // memory of the input points again, freed at the end) instead of one product per point
-    // per window. With a table, each point is read once per MSM anyway.
-    std::vector<Affine<F>> endo0;
+    // Without a table every window reads phi(P_i) again: make their x coordinates once (half
+    // the memory of the input points, freed at the end; y is P_i's own) instead of one
+    // product per point per window. With a table, each point is read once per MSM anyway.
+    std::vector<F> endo_x;
     if (!table && plan.windows > 1) {
-        endo0.resize(n);
+        endo_x.resize(n);
         parallel_for(threads, n, [&](size_t b, size_t e, int) {
-            for (size_t i = b; i < e; i++) endo0[i] = Affine<F>{pts[i].x * beta, pts[i].y};
+            for (size_t i = b; i < e; i++) endo_x[i] = pts[i].x * beta;
         });
     }
-    const GlvPoints<F> src{pts, endo0.empty() ? nullptr : endo0.data(),
+    const GlvPoints<F> src{pts, endo_x.empty() ? nullptr : endo_x.data(),
                            table ? reinterpret_cast<const Affine<F>*>(table + TABLE_HEADER) : nullptr, n, beta};
     std::vector<Jacobian<F>> partial(tasks.size());
     std::atomic<size_t> next{0};
@@ -579,12 +581,6 @@ partial[k] = window_sum(src, d, tk.lo, tk.hi, c, s);
     }
     Affine<F> r = jac_to_affine(acc);
     std::memcpy(out, &r, sizeof(r));
-    // The scratch of the threads above (up to ~12 MB per thread for G2 at 2^16) sits in
-    // glibc's per-thread arenas after they exit; hand it back so that five MSMs in a row
-    // do not each keep their own share resident (peak RSS is one of the bench's measures).
-    std::vector<int16_t>().swap(dig);
-    std::vector<Affine<F>>().swap(endo0);
-    malloc_trim(0);
     return ZKQ_OK;
 }
 

@@ -35,10 +35,14 @@ struct Step {
     std::function<int(int)> run;
 };
 
+// True once the caller has set *cancel (from another thread; null: never).
+inline bool cancelled(const int* cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
+
 // Runs `steps` on one worker per entry of lane_threads (the caller's thread is lane 0),
 // each taking the first not-started step whose dependencies are done. Returns the first
-// nonzero code (later steps are then skipped); exceptions are rethrown after the join.
-int run_steps(std::vector<Step>& steps, const std::vector<int>& lane_threads) {
+// nonzero code (later steps are then skipped), ZKQ_ERR_CANCELLED when *cancel was set
+// before a step started; exceptions are rethrown after the join.
+int run_steps(std::vector<Step>& steps, const std::vector<int>& lane_threads, const int* cancel) {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<uint8_t> state(steps.size(), 0);  // 0 waiting, 1 running, 2 done
@@ -54,6 +58,10 @@ int run_steps(std::vector<Step>& steps, const std::vector<int>& lane_threads) {
         std::unique_lock<std::mutex> lock(mu);
         for (;;) {
             if (finished == steps.size() || code != ZKQ_OK) return;
+            if (cancelled(cancel)) {
+                code = ZKQ_ERR_CANCELLED;
+                return;
+            }
             size_t pick = steps.size();
             for (size_t i = 0; i < steps.size() && pick == steps.size(); i++)
                 if (state[i] == 0 && ready(i)) pick = i;
@@ -116,7 +124,9 @@ struct KeyView {
     size_t ncoefs, nvars, npublic, domain;
     const uint64_t *a, *b1, *b2, *l, *h;                     // query sections
     const uint64_t *alpha1, *beta1, *delta1, *beta2, *delta2;  // header points
-    bool release;  // inputs are private file mappings: drop their pages once used
+    const uint64_t* tables[5];  // fixed-base tables of a, b1, b2, l, h (msm_table_build), or null
+    const int* cancel;          // the caller sets *cancel to stop at the next step; or null
+    bool release;  // one-shot process: inputs are private file mappings, drop their pages once used
 };
 
 // Drops the whole pages of [p, p + bytes) from the resident set, when `release`. Only for
@@ -160,6 +170,7 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
     if (k < 0 || k > S) return ZKQ_ERR_SIZE;
     if (key.npublic >= key.nvars) return ZKQ_ERR_ARG;
     if (threads < 1) threads = 1;
+    if (cancelled(key.cancel)) return ZKQ_ERR_CANCELLED;
     auto clock = std::chrono::steady_clock::now;
     auto t0 = clock();
     // One-shot process (release): keep every large buffer in its own mapping, returned to
@@ -193,16 +204,24 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
         Fr* p = v.data();
         return [&, p](int t) { to_coset(p, n, tw, scale.data(), t); return ZKQ_OK; };
     };
-    // An MSM over a section, releasing the section's pages afterwards.
-    auto msm_step = [&](auto point_tag, const uint64_t* pts, const uint64_t* scalars, size_t count, uint64_t* out) {
+    // An MSM over a section (with its table, if any). In a one-shot process, the section's
+    // pages are released afterwards, and so is the MSM's scratch: it sits in glibc's
+    // per-thread arenas after the MSM's threads exit, and five MSMs would each keep their
+    // share resident (peak RSS is one of the bench's measures). A resident key's worker
+    // keeps both: it needs them again for the next proof.
+    auto msm_step = [&](auto point_tag, int query, const uint64_t* pts, const uint64_t* scalars, size_t count,
+                        uint64_t* out) {
         using F = decltype(point_tag);
-        return [&, pts, scalars, count, out](int t) {
-            int e = msm<F, Fr>(pts, scalars, count, out, t);
-            release_pages(key.release, pts, count * 2 * sizeof(F));
+        return [&, query, pts, scalars, count, out](int t) {
+            int e = msm<F, Fr>(pts, scalars, count, out, t, key.tables[query]);
+            if (key.release) {
+                release_pages(true, pts, count * 2 * sizeof(F));
+                malloc_trim(0);
+            }
             return e;
         };
     };
-    steps.push_back({{}, msm_step(Fq2{}, key.b2, ws, key.nvars, raw_b2)});  // 0
+    steps.push_back({{}, msm_step(Fq2{}, 2, key.b2, ws, key.nvars, raw_b2)});  // 0
     steps.push_back({{}, coset(a)});                                         // 1
     steps.push_back({{}, coset(b)});                                         // 2
     steps.push_back({{}, coset(c)});                                         // 3
@@ -211,13 +230,13 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
         for (auto* v : {&b, &c, &scale, &tw.t}) std::vector<Fr>().swap(*v);  // for the MSMs' scratch
         return e;
     }});
-    steps.push_back({{4}, msm_step(Fq{}, key.h, aw, n, raw_h)});
-    steps.push_back({{}, msm_step(Fq{}, key.a, ws, key.nvars, raw_a)});
-    steps.push_back({{}, msm_step(Fq{}, key.b1, ws, key.nvars, raw_b1)});
-    steps.push_back({{}, msm_step(Fq{}, key.l, ws + 4 * (key.npublic + 1), npriv, raw_l)});
+    steps.push_back({{4}, msm_step(Fq{}, 4, key.h, aw, n, raw_h)});
+    steps.push_back({{}, msm_step(Fq{}, 0, key.a, ws, key.nvars, raw_a)});
+    steps.push_back({{}, msm_step(Fq{}, 1, key.b1, ws, key.nvars, raw_b1)});
+    steps.push_back({{}, msm_step(Fq{}, 3, key.l, ws + 4 * (key.npublic + 1), npriv, raw_l)});
     std::vector<int> lanes = threads >= 2 ? std::vector<int>{threads - threads / 2, threads / 2}
                                           : std::vector<int>{1};
-    rc = run_steps(steps, lanes);
+    rc = run_steps(steps, lanes, key.cancel);
     if (rc != ZKQ_OK) return rc;
     auto t2 = clock();
 
@@ -275,8 +294,13 @@ extern "C" {
 //     Montgomery form, 4 words;
 //   rs_std: r, s and -r*s mod r, 3 x 4 words, standard form;
 //   timings (3 doubles, or NULL): seconds for A/B evaluation, transforms and MSMs, blinding;
-//   release_sections: the witness and sections are private, never written, file mappings
-//     (mmap MAP_PRIVATE): drop each one's pages from the resident set once it is used.
+//   tables: NULL, or 5 pointers (each NULL or a table from zkq_msm_g1/g2_table_build for
+//     that very section) for A, B1, B2, L, H: a resident key's fixed-base tables;
+//   cancel: NULL, or an int another thread sets to nonzero to stop the prove before its next
+//     step (ZKQ_ERR_CANCELLED; a step under way runs to its end);
+//   release_sections: a one-shot process: the witness and sections are private, never
+//     written, file mappings (mmap MAP_PRIVATE): drop each one's pages from the resident set
+//     once it is used, and return freed memory to the system between steps.
 // Point sections are used in place and not validated here (zkq_check_g1/g2 do that).
 // On a bad coefficient entry returns ZKQ_ERR_COEF_* with *bad_index its index.
 int zkq_prove(int curve, const uint8_t* coefs, size_t ncoefs, const uint64_t* witness_std, size_t nvars,
@@ -285,7 +309,7 @@ int zkq_prove(int curve, const uint8_t* coefs, size_t ncoefs, const uint64_t* wi
               const uint64_t* delta1, const uint64_t* beta2, const uint64_t* delta2,
               const uint64_t* coset_shift_mont, const uint64_t* rs_std,
               uint64_t* pi_a, uint64_t* pi_b, uint64_t* pi_c, int64_t* bad_index, double* timings,
-              int release_sections, int threads) {
+              const uint64_t* const* tables, const int* cancel, int release_sections, int threads) {
     return guarded([&]() -> int {
         if (bad_index) *bad_index = -1;
         for (const void* p : {(const void*)witness_std, (const void*)a, (const void*)b1, (const void*)b2,
@@ -296,7 +320,8 @@ int zkq_prove(int curve, const uint8_t* coefs, size_t ncoefs, const uint64_t* wi
             if (!p) return ZKQ_ERR_ARG;
         if ((ncoefs && !coefs) || (nvars > npublic + 1 && !l)) return ZKQ_ERR_ARG;
         KeyView key{coefs, ncoefs, nvars, npublic, domain, a, b1, b2, l, h,
-                    alpha1, beta1, delta1, beta2, delta2, release_sections != 0};
+                    alpha1, beta1, delta1, beta2, delta2, {}, cancel, release_sections != 0};
+        for (int q = 0; q < 5 && tables; q++) key.tables[q] = tables[q];
         ZKQ_DISPATCH_CURVE(curve, (prove_with_shift<C>(key, witness_std, coset_shift_mont, rs_std, pi_a, pi_b,
                                                        pi_c, bad_index, timings, threads)))
     });

@@ -102,6 +102,20 @@ int point_ops_c(int limb_bits, const uint64_t* p, const uint64_t* q, uint64_t* o
     return ZKQ_ERR_ARG;
 }
 
+// out[i] = a[i] * b[i] (op 0) or a[i]^2 (op 1) in Fq2 of curve C, 64-bit limbs (so the
+// x86-adx build runs its Fp2 product with two reductions).
+template <int C>
+int fq2_op(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n) {
+    using W = Words<typename CurveT<C>::Fq2>;
+    for (size_t i = 0; i < n; i++) {
+        auto x = W::load(a + i * W::NW), y = W::load(b + i * W::NW);
+        if (op == 0) W::store(x * y, out + i * W::NW);
+        else if (op == 1) W::store(x.sqr(), out + i * W::NW);
+        else return ZKQ_ERR_ARG;
+    }
+    return ZKQ_OK;
+}
+
 template <int C>
 int glv_split(const uint64_t* k, uint64_t* out, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -154,6 +168,11 @@ int zkq_test_g1_add(int curve, int limb_bits, const uint64_t* p, const uint64_t*
 // As zkq_test_g1_add on G2.
 int zkq_test_g2_add(int curve, int limb_bits, const uint64_t* p, const uint64_t* q, uint64_t* out, size_t n) {
     return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (point_ops_c<C, true>(limb_bits, p, q, out, n))) });
+}
+
+// Fq2 elements of a curve (c0 || c1, Montgomery words): out = a * b (op 0) or a^2 (op 1).
+int zkq_test_fq2_op(int curve, int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n) {
+    return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (fq2_op<C>(op, a, b, out, n))) });
 }
 
 // GLV decomposition of n standard-form scalars (each < r): out gets 6 words per scalar,
