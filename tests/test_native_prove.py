@@ -11,15 +11,19 @@ import ctypes
 import random
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 
-from zkqueue.groth16 import native, native_prove, prover
+from zkqueue.groth16 import native, native_prove, prover, verifier
 from zkqueue.groth16.backends.cpu import CpuBackend
 from zkqueue.groth16.curves import BLS12381, BN128
 from zkqueue.groth16.errors import Cancelled, FormatError
 from zkqueue.groth16.formats import wtns, zkey
+from zkqueue.workers.attempt_backend import AttemptBackend, Stopped
+from zkqueue.workers.faults import Faults
 
 from conftest import fixture_dir, snarkjs_verifies
 from test_bad_input import copy, flip, prove_fails, section_offset
@@ -199,3 +203,47 @@ def test_ntt_large_vs_python(curve, log_n, arith):
     assert from_words(ctypes.create_string_buffer(fwd.tobytes(), n * 32), r=r) == \
         ntt_ref([v * pow(g, i, r) % r for i, v in enumerate(x)], w, r)
     assert np.array_equal(be.ntt(fwd, inverse=True, coset_shift=g), words)
+
+
+# ---- a worker's attempt around the whole prove -----------------------------------------------
+
+class _StopsWhileProving(CpuBackend):
+    """A CPU backend whose prove is stopped from outside once it has begun: it sets the
+    attempt's stop flag, waits for the attempt to relay it into the native cancel flag, then
+    runs the native prove with that flag."""
+
+    def __init__(self, curve, stop):
+        super().__init__(curve, threads=2)
+        self.stop = stop
+
+    def prove_whole(self, zkey, witness_std, r, s, *, cancel=None):
+        self.stop.set()
+        deadline = time.monotonic() + 30
+        while cancel.value == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return super().prove_whole(zkey, witness_std, r, s, cancel=cancel)
+
+
+def test_attempt_stopped_during_the_whole_prove_ends_with_no_proof():
+    d = fixture_dir("bn128_chain_10")
+    key, witness = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
+    stop = threading.Event()
+    attempt = AttemptBackend(_StopsWhileProving(key.curve, stop), stop, Faults(), attempt=1)
+    with pytest.raises(Stopped):
+        prover.prove(key, witness, attempt, self_check=False)
+    with pytest.raises(Stopped):  # and an attempt stopped before it starts does not start
+        prover.prove(key, witness, attempt, self_check=False)
+
+
+@pytest.mark.parametrize("name", ["bn128_chain_10", "bls12381_chain_10"])
+def test_msm_wrong_fault_strikes_inside_the_whole_prove(name):
+    """The msm-wrong fault (a bad build) yields a proof that parses but never verifies, so
+    the worker's own check must catch it; without the fault the same path verifies."""
+    d = fixture_dir(name)
+    key, witness = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
+    be = CpuBackend(key.curve, threads=2)
+    for faults, valid in ((Faults(msm_wrong=True), False), (Faults(), True)):
+        attempt = AttemptBackend(be, threading.Event(), faults, attempt=1)
+        assert attempt.prove_whole  # the fused path is the one under test
+        result = prover.prove(key, witness, attempt, self_check=False)
+        assert verifier.verify(key.verification_key, result.proof, result.public_signals) is valid

@@ -57,50 +57,56 @@ struct Mod {
     "xorl %k[z], %k[z]\n\t"
 
 // 4 words. Registers t0..t4 rotate: row i works on (t_i, ..., t_{i+4}) mod 5.
-#define ZKQ_X4_ROW(boff, T0, T1, T2, T3, T4)            \
+// Row 0 of a product: (t0..t4) = a * b[0] (t starts at zero).
+#define ZKQ_X4_ROW0                                     \
+    "movq 0(%[b]), %%rdx\n\t"                           \
+    "xorl %k[z], %k[z]\n\t"                             \
+    "mulxq 0(%[a]), %[t0], %[t1]\n\t"                   \
+    "mulxq 8(%[a]), %[lo], %[t2]\n\t"                   \
+    "adcxq %[lo], %[t1]\n\t"                            \
+    "mulxq 16(%[a]), %[lo], %[t3]\n\t"                  \
+    "adcxq %[lo], %[t2]\n\t"                            \
+    "mulxq 24(%[a]), %[lo], %[t4]\n\t"                  \
+    "adcxq %[lo], %[t3]\n\t"                            \
+    "adcxq %[z], %[t4]\n\t"
+// Row i >= 1 of a product: T0..T3 += a * b[i], T4 (fresh) = the carry word.
+#define ZKQ_X4_MUL(boff, T0, T1, T2, T3, T4)            \
     ZKQ_X_M_START(boff)                                 \
     ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3)   \
     "mulxq 24(%[a]), %[lo], %[hi]\n\t"                  \
     "adoxq %[lo], %[" T3 "]\n\t"                        \
     "movq %[z], %[" T4 "]\n\t"                          \
     "adcxq %[hi], %[" T4 "]\n\t"                        \
-    "adoxq %[z], %[" T4 "]\n\t"                         \
-    ZKQ_X_R_START(T0)                                   \
+    "adoxq %[z], %[" T4 "]\n\t"
+// A reduction row's additions of m * q, after ZKQ_X_R_START(T0).
+#define ZKQ_X4_RED(T0, T1, T2, T3, T4)                  \
     ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
     "adcxq %[z], %[" T4 "]\n\t"
+#define ZKQ_X4_ROW(boff, T0, T1, T2, T3, T4)            \
+    ZKQ_X4_MUL(boff, T0, T1, T2, T3, T4) ZKQ_X_R_START(T0) ZKQ_X4_RED(T0, T1, T2, T3, T4)
+// The result (t4, t0, t1, t2) < 2p (t3 is zero): subtract p into (lo, hi, rdx, t3), keep the
+// difference when it did not borrow.
+#define ZKQ_X4_FINAL                                    \
+    "movq %[t4], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"  \
+    "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"  \
+    "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t" \
+    "movq %[t2], %[t3]\n\t"   "sbbq 24+%[q], %[t3]\n\t" \
+    "cmovncq %[lo], %[t4]\n\t"                          \
+    "cmovncq %[hi], %[t0]\n\t"                          \
+    "cmovncq %%rdx, %[t1]\n\t"                          \
+    "cmovncq %[t3], %[t2]\n\t"
 
 template <class P>
 inline __attribute__((always_inline)) void mont_mul4(uint64_t* out, const uint64_t* a, const uint64_t* b) {
     using M = Mod<P>;
     uint64_t t0, t1, t2, t3, t4, lo, hi, z;
     __asm__(
-        // Row 0: t = a * b[0] directly (t starts at zero).
-        "movq 0(%[b]), %%rdx\n\t"
-        "xorl %k[z], %k[z]\n\t"
-        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
-        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
-        "adcxq %[lo], %[t1]\n\t"
-        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
-        "adcxq %[lo], %[t2]\n\t"
-        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
-        "adcxq %[lo], %[t3]\n\t"
-        "adcxq %[z], %[t4]\n\t"
-        ZKQ_X_R_START("t0")
-        ZKQ_X_RD(0, "t0", "t1") ZKQ_X_RD(8, "t1", "t2") ZKQ_X_RD(16, "t2", "t3") ZKQ_X_RD(24, "t3", "t4")
-        "adcxq %[z], %[t4]\n\t"
+        ZKQ_X4_ROW0
+        ZKQ_X_R_START("t0") ZKQ_X4_RED("t0", "t1", "t2", "t3", "t4")
         ZKQ_X4_ROW(8, "t1", "t2", "t3", "t4", "t0")
         ZKQ_X4_ROW(16, "t2", "t3", "t4", "t0", "t1")
         ZKQ_X4_ROW(24, "t3", "t4", "t0", "t1", "t2")
-        // Result (t4, t0, t1, t2) < 2p; t3 is zero. Subtract p into (lo, hi, rdx, t3), keep
-        // the difference when it did not borrow.
-        "movq %[t4], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
-        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
-        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
-        "movq %[t2], %[t3]\n\t"   "sbbq 24+%[q], %[t3]\n\t"
-        "cmovncq %[lo], %[t4]\n\t"
-        "cmovncq %[hi], %[t0]\n\t"
-        "cmovncq %%rdx, %[t1]\n\t"
-        "cmovncq %[t3], %[t2]\n\t"
+        ZKQ_X4_FINAL
         : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
           [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z)
         : [a] "r"(a), [b] "r"(b), [q] "m"(M::q), [minv] "m"(M::minv),
@@ -113,18 +119,50 @@ inline __attribute__((always_inline)) void mont_mul4(uint64_t* out, const uint64
 }
 
 // 6 words. Registers t0..t6 rotate: row i works on (t_i, ..., t_{i+6}) mod 7.
-#define ZKQ_X6_ROW(boff, T0, T1, T2, T3, T4, T5, T6)    \
+#define ZKQ_X6_ROW0                                     \
+    "movq 0(%[b]), %%rdx\n\t"                           \
+    "xorl %k[z], %k[z]\n\t"                             \
+    "mulxq 0(%[a]), %[t0], %[t1]\n\t"                   \
+    "mulxq 8(%[a]), %[lo], %[t2]\n\t"                   \
+    "adcxq %[lo], %[t1]\n\t"                            \
+    "mulxq 16(%[a]), %[lo], %[t3]\n\t"                  \
+    "adcxq %[lo], %[t2]\n\t"                            \
+    "mulxq 24(%[a]), %[lo], %[t4]\n\t"                  \
+    "adcxq %[lo], %[t3]\n\t"                            \
+    "mulxq 32(%[a]), %[lo], %[t5]\n\t"                  \
+    "adcxq %[lo], %[t4]\n\t"                            \
+    "mulxq 40(%[a]), %[lo], %[t6]\n\t"                  \
+    "adcxq %[lo], %[t5]\n\t"                            \
+    "adcxq %[z], %[t6]\n\t"
+#define ZKQ_X6_MUL(boff, T0, T1, T2, T3, T4, T5, T6)    \
     ZKQ_X_M_START(boff)                                 \
     ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3) ZKQ_X_MA(24, T3, T4) ZKQ_X_MA(32, T4, T5) \
     "mulxq 40(%[a]), %[lo], %[hi]\n\t"                  \
     "adoxq %[lo], %[" T5 "]\n\t"                        \
     "movq %[z], %[" T6 "]\n\t"                          \
     "adcxq %[hi], %[" T6 "]\n\t"                        \
-    "adoxq %[z], %[" T6 "]\n\t"                         \
-    ZKQ_X_R_START(T0)                                   \
+    "adoxq %[z], %[" T6 "]\n\t"
+#define ZKQ_X6_RED(T0, T1, T2, T3, T4, T5, T6)          \
     ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
     ZKQ_X_RD(32, T4, T5) ZKQ_X_RD(40, T5, T6)           \
     "adcxq %[z], %[" T6 "]\n\t"
+#define ZKQ_X6_ROW(boff, T0, T1, T2, T3, T4, T5, T6)    \
+    ZKQ_X6_MUL(boff, T0, T1, T2, T3, T4, T5, T6) ZKQ_X_R_START(T0) ZKQ_X6_RED(T0, T1, T2, T3, T4, T5, T6)
+// The result (t6, t0, t1, t2, t3, t4) < 2p (t5 is zero): the difference with p into
+// (lo, hi, rdx, z, t5, SCRATCH), kept when it did not borrow.
+#define ZKQ_X6_FINAL(SCRATCH)                           \
+    "movq %[t6], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"  \
+    "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"  \
+    "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t" \
+    "movq %[t2], %[z]\n\t"    "sbbq 24+%[q], %[z]\n\t"  \
+    "movq %[t3], %[t5]\n\t"   "sbbq 32+%[q], %[t5]\n\t" \
+    "movq %[t4], %[" SCRATCH "]\n\t" "sbbq 40+%[q], %[" SCRATCH "]\n\t" \
+    "cmovncq %[lo], %[t6]\n\t"                          \
+    "cmovncq %[hi], %[t0]\n\t"                          \
+    "cmovncq %%rdx, %[t1]\n\t"                          \
+    "cmovncq %[z], %[t2]\n\t"                           \
+    "cmovncq %[t5], %[t3]\n\t"                          \
+    "cmovncq %[" SCRATCH "], %[t4]\n\t"
 
 template <class P>
 inline __attribute__((always_inline)) void mont_mul6(uint64_t* out, const uint64_t* a, const uint64_t* b) {
@@ -132,43 +170,14 @@ inline __attribute__((always_inline)) void mont_mul6(uint64_t* out, const uint64
     uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi, z;
     const uint64_t* bp = b;  // its register is reused as scratch by the final subtraction
     __asm__(
-        "movq 0(%[b]), %%rdx\n\t"
-        "xorl %k[z], %k[z]\n\t"
-        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
-        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
-        "adcxq %[lo], %[t1]\n\t"
-        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
-        "adcxq %[lo], %[t2]\n\t"
-        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
-        "adcxq %[lo], %[t3]\n\t"
-        "mulxq 32(%[a]), %[lo], %[t5]\n\t"
-        "adcxq %[lo], %[t4]\n\t"
-        "mulxq 40(%[a]), %[lo], %[t6]\n\t"
-        "adcxq %[lo], %[t5]\n\t"
-        "adcxq %[z], %[t6]\n\t"
-        ZKQ_X_R_START("t0")
-        ZKQ_X_RD(0, "t0", "t1") ZKQ_X_RD(8, "t1", "t2") ZKQ_X_RD(16, "t2", "t3") ZKQ_X_RD(24, "t3", "t4")
-        ZKQ_X_RD(32, "t4", "t5") ZKQ_X_RD(40, "t5", "t6")
-        "adcxq %[z], %[t6]\n\t"
+        ZKQ_X6_ROW0
+        ZKQ_X_R_START("t0") ZKQ_X6_RED("t0", "t1", "t2", "t3", "t4", "t5", "t6")
         ZKQ_X6_ROW(8, "t1", "t2", "t3", "t4", "t5", "t6", "t0")
         ZKQ_X6_ROW(16, "t2", "t3", "t4", "t5", "t6", "t0", "t1")
         ZKQ_X6_ROW(24, "t3", "t4", "t5", "t6", "t0", "t1", "t2")
         ZKQ_X6_ROW(32, "t4", "t5", "t6", "t0", "t1", "t2", "t3")
         ZKQ_X6_ROW(40, "t5", "t6", "t0", "t1", "t2", "t3", "t4")
-        // Result (t6, t0, t1, t2, t3, t4) < 2p; t5 is zero. Difference into
-        // (lo, hi, rdx, z, t5, b), kept when it did not borrow.
-        "movq %[t6], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
-        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
-        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
-        "movq %[t2], %[z]\n\t"    "sbbq 24+%[q], %[z]\n\t"
-        "movq %[t3], %[t5]\n\t"   "sbbq 32+%[q], %[t5]\n\t"
-        "movq %[t4], %[b]\n\t"    "sbbq 40+%[q], %[b]\n\t"
-        "cmovncq %[lo], %[t6]\n\t"
-        "cmovncq %[hi], %[t0]\n\t"
-        "cmovncq %%rdx, %[t1]\n\t"
-        "cmovncq %[z], %[t2]\n\t"
-        "cmovncq %[t5], %[t3]\n\t"
-        "cmovncq %[b], %[t4]\n\t"
+        ZKQ_X6_FINAL("b")
         : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
           [t5] "=&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z), [b] "+&r"(bp)
         : [a] "r"(a), [q] "m"(M::q), [minv] "m"(M::minv),
@@ -188,29 +197,13 @@ inline __attribute__((always_inline)) void mont_mul6(uint64_t* out, const uint64
 
 // One row of a double-width product: T0..Tn += a * b[i], Tn fresh; then T0, final, is stored.
 #define ZKQ_XW_ROW4(boff, T0, T1, T2, T3, T4)           \
-    ZKQ_X_M_START(boff)                                 \
-    ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3)   \
-    "mulxq 24(%[a]), %[lo], %[hi]\n\t"                  \
-    "adoxq %[lo], %[" T3 "]\n\t"                        \
-    "movq %[z], %[" T4 "]\n\t"                          \
-    "adcxq %[hi], %[" T4 "]\n\t"                        \
-    "adoxq %[z], %[" T4 "]\n\t"                         \
-    "movq %[" T0 "], " #boff "(%[out])\n\t"
+    ZKQ_X4_MUL(boff, T0, T1, T2, T3, T4) "movq %[" T0 "], " #boff "(%[out])\n\t"
 
 // out[0..8) = a * b (4 words each), no reduction.
 inline __attribute__((always_inline)) void mul_wide4(uint64_t* out, const uint64_t* a, const uint64_t* b) {
     uint64_t t0, t1, t2, t3, t4, lo, hi, z;
     __asm__(
-        "movq 0(%[b]), %%rdx\n\t"
-        "xorl %k[z], %k[z]\n\t"
-        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
-        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
-        "adcxq %[lo], %[t1]\n\t"
-        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
-        "adcxq %[lo], %[t2]\n\t"
-        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
-        "adcxq %[lo], %[t3]\n\t"
-        "adcxq %[z], %[t4]\n\t"
+        ZKQ_X4_ROW0
         "movq %[t0], 0(%[out])\n\t"
         ZKQ_XW_ROW4(8, "t1", "t2", "t3", "t4", "t0")
         ZKQ_XW_ROW4(16, "t2", "t3", "t4", "t0", "t1")
@@ -227,33 +220,13 @@ inline __attribute__((always_inline)) void mul_wide4(uint64_t* out, const uint64
 }
 
 #define ZKQ_XW_ROW6(boff, T0, T1, T2, T3, T4, T5, T6)   \
-    ZKQ_X_M_START(boff)                                 \
-    ZKQ_X_MA(0, T0, T1) ZKQ_X_MA(8, T1, T2) ZKQ_X_MA(16, T2, T3) ZKQ_X_MA(24, T3, T4) ZKQ_X_MA(32, T4, T5) \
-    "mulxq 40(%[a]), %[lo], %[hi]\n\t"                  \
-    "adoxq %[lo], %[" T5 "]\n\t"                        \
-    "movq %[z], %[" T6 "]\n\t"                          \
-    "adcxq %[hi], %[" T6 "]\n\t"                        \
-    "adoxq %[z], %[" T6 "]\n\t"                         \
-    "movq %[" T0 "], " #boff "(%[out])\n\t"
+    ZKQ_X6_MUL(boff, T0, T1, T2, T3, T4, T5, T6) "movq %[" T0 "], " #boff "(%[out])\n\t"
 
 // out[0..12) = a * b (6 words each), no reduction.
 inline __attribute__((always_inline)) void mul_wide6(uint64_t* out, const uint64_t* a, const uint64_t* b) {
     uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi, z;
     __asm__(
-        "movq 0(%[b]), %%rdx\n\t"
-        "xorl %k[z], %k[z]\n\t"
-        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
-        "mulxq 8(%[a]), %[lo], %[t2]\n\t"
-        "adcxq %[lo], %[t1]\n\t"
-        "mulxq 16(%[a]), %[lo], %[t3]\n\t"
-        "adcxq %[lo], %[t2]\n\t"
-        "mulxq 24(%[a]), %[lo], %[t4]\n\t"
-        "adcxq %[lo], %[t3]\n\t"
-        "mulxq 32(%[a]), %[lo], %[t5]\n\t"
-        "adcxq %[lo], %[t4]\n\t"
-        "mulxq 40(%[a]), %[lo], %[t6]\n\t"
-        "adcxq %[lo], %[t5]\n\t"
-        "adcxq %[z], %[t6]\n\t"
+        ZKQ_X6_ROW0
         "movq %[t0], 0(%[out])\n\t"
         ZKQ_XW_ROW6(8, "t1", "t2", "t3", "t4", "t5", "t6", "t0")
         ZKQ_XW_ROW6(16, "t2", "t3", "t4", "t5", "t6", "t0", "t1")
@@ -276,10 +249,7 @@ inline __attribute__((always_inline)) void mul_wide6(uint64_t* out, const uint64
 
 // One reduction row on its own (no product first): T0..Tn += m * q, Tn fresh, T0 -> 0.
 #define ZKQ_XR_ROW4(T0, T1, T2, T3, T4)                 \
-    ZKQ_X_R_START(T0)                                   \
-    "movq %[z], %[" T4 "]\n\t"                          \
-    ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
-    "adcxq %[z], %[" T4 "]\n\t"
+    ZKQ_X_R_START(T0) "movq %[z], %[" T4 "]\n\t" ZKQ_X4_RED(T0, T1, T2, T3, T4)
 
 // out = t * 2^-256 mod p for a double-width t < p * 2^256 (8 words), fully reduced. The
 // rows reduce the low half: u = (t_lo + m p) / 2^256 <= p; then u + t_hi <= 2p - 1 (t_hi <
@@ -297,14 +267,7 @@ inline __attribute__((always_inline)) void redc4(uint64_t* out, const uint64_t* 
         "adcq 40(%[t]), %[t0]\n\t"
         "adcq 48(%[t]), %[t1]\n\t"
         "adcq 56(%[t]), %[t2]\n\t"
-        "movq %[t4], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
-        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
-        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
-        "movq %[t2], %[t3]\n\t"   "sbbq 24+%[q], %[t3]\n\t"
-        "cmovncq %[lo], %[t4]\n\t"
-        "cmovncq %[hi], %[t0]\n\t"
-        "cmovncq %%rdx, %[t1]\n\t"
-        "cmovncq %[t3], %[t2]\n\t"
+        ZKQ_X4_FINAL
         : [t0] "+&r"(t0), [t1] "+&r"(t1), [t2] "+&r"(t2), [t3] "+&r"(t3), [t4] "=&r"(t4),
           [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z)
         : [t] "r"(t), [q] "m"(M::q), [minv] "m"(M::minv), "m"(*(const uint64_t(*)[8])t)
@@ -316,11 +279,7 @@ inline __attribute__((always_inline)) void redc4(uint64_t* out, const uint64_t* 
 }
 
 #define ZKQ_XR_ROW6(T0, T1, T2, T3, T4, T5, T6)         \
-    ZKQ_X_R_START(T0)                                   \
-    "movq %[z], %[" T6 "]\n\t"                          \
-    ZKQ_X_RD(0, T0, T1) ZKQ_X_RD(8, T1, T2) ZKQ_X_RD(16, T2, T3) ZKQ_X_RD(24, T3, T4) \
-    ZKQ_X_RD(32, T4, T5) ZKQ_X_RD(40, T5, T6)           \
-    "adcxq %[z], %[" T6 "]\n\t"
+    ZKQ_X_R_START(T0) "movq %[z], %[" T6 "]\n\t" ZKQ_X6_RED(T0, T1, T2, T3, T4, T5, T6)
 
 // As redc4 for 6 words: out = t * 2^-384 mod p for t < p * 2^384 (12 words).
 template <class P>
@@ -335,26 +294,14 @@ inline __attribute__((always_inline)) void redc6(uint64_t* out, const uint64_t* 
         ZKQ_XR_ROW6("t3", "t4", "t5", "t6", "t0", "t1", "t2")
         ZKQ_XR_ROW6("t4", "t5", "t6", "t0", "t1", "t2", "t3")
         ZKQ_XR_ROW6("t5", "t6", "t0", "t1", "t2", "t3", "t4")
-        // (t6, t0, t1, t2, t3, t4) + t_hi, then the difference with p into
-        // (lo, hi, rdx, z, t5, t), kept when it did not borrow.
+        // (t6, t0, t1, t2, t3, t4) + t_hi, then the final subtraction (t's register as scratch)
         "addq 48(%[t]), %[t6]\n\t"
         "adcq 56(%[t]), %[t0]\n\t"
         "adcq 64(%[t]), %[t1]\n\t"
         "adcq 72(%[t]), %[t2]\n\t"
         "adcq 80(%[t]), %[t3]\n\t"
         "adcq 88(%[t]), %[t4]\n\t"
-        "movq %[t6], %[lo]\n\t"   "subq 0+%[q], %[lo]\n\t"
-        "movq %[t0], %[hi]\n\t"   "sbbq 8+%[q], %[hi]\n\t"
-        "movq %[t1], %%rdx\n\t"   "sbbq 16+%[q], %%rdx\n\t"
-        "movq %[t2], %[z]\n\t"    "sbbq 24+%[q], %[z]\n\t"
-        "movq %[t3], %[t5]\n\t"   "sbbq 32+%[q], %[t5]\n\t"
-        "movq %[t4], %[t]\n\t"    "sbbq 40+%[q], %[t]\n\t"
-        "cmovncq %[lo], %[t6]\n\t"
-        "cmovncq %[hi], %[t0]\n\t"
-        "cmovncq %%rdx, %[t1]\n\t"
-        "cmovncq %[z], %[t2]\n\t"
-        "cmovncq %[t5], %[t3]\n\t"
-        "cmovncq %[t], %[t4]\n\t"
+        ZKQ_X6_FINAL("t")
         : [t0] "+&r"(t0), [t1] "+&r"(t1), [t2] "+&r"(t2), [t3] "+&r"(t3), [t4] "+&r"(t4),
           [t5] "+&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi), [z] "=&r"(z), [t] "+&r"(tp)
         : [q] "m"(M::q), [minv] "m"(M::minv), "m"(*(const uint64_t(*)[12])t)
@@ -373,6 +320,14 @@ inline __attribute__((always_inline)) void redc6(uint64_t* out, const uint64_t* 
 #undef ZKQ_X_R_START
 #undef ZKQ_X4_ROW
 #undef ZKQ_X6_ROW
+#undef ZKQ_X4_ROW0
+#undef ZKQ_X6_ROW0
+#undef ZKQ_X4_MUL
+#undef ZKQ_X6_MUL
+#undef ZKQ_X4_RED
+#undef ZKQ_X6_RED
+#undef ZKQ_X4_FINAL
+#undef ZKQ_X6_FINAL
 #undef ZKQ_XW_ROW4
 #undef ZKQ_XW_ROW6
 #undef ZKQ_XR_ROW4
