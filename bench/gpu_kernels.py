@@ -37,7 +37,6 @@ import os
 import statistics
 import sys
 import time
-import types
 import zlib
 from pathlib import Path
 
@@ -332,13 +331,12 @@ def synthetic_key(curve, log_n: int, seed: int = 7):
 def fixed_randomness():
     """The prover's r and s fixed, so two backends must produce the same proof bytes."""
     from zkqueue.groth16 import prover
-    real = prover.secrets
-    seq = iter([123456789, 987654321] * 1000)
-    prover.secrets = types.SimpleNamespace(randbelow=lambda _bound: next(seq))
+    real = prover.blinding_scalars
+    prover.blinding_scalars = lambda _curve: (123456789, 987654321)
     try:
         yield
     finally:
-        prover.secrets = real
+        prover.blinding_scalars = real
 
 
 def seeded(*what) -> np.random.Generator:
