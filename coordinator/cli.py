@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from zkqueue.groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, new_parser, run_command
+from zkqueue.groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, finish, new_parser, run_command
 
 from .errors import BadRequest, ConfigError, JobCancelled, JobFailed, JobNotFound, WaitTimeout
 
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     add_queue_commands(sub)
     args = parser.parse_args(argv)
     try:
-        return run_command(args, input_errors=QUEUE_INPUT_ERRORS)
+        return finish(args, run_command(args, input_errors=QUEUE_INPUT_ERRORS), as_program=argv is None)
     except Exception as exc:
         # Redis or the store unreachable, or a queue error that is not the input's fault.
         from kombu.exceptions import OperationalError

@@ -172,10 +172,24 @@ def run_command(args: argparse.Namespace, input_errors: tuple[type[BaseException
         return 130
 
 
+def finish(args: argparse.Namespace, code: int, *, as_program: bool) -> int:
+    """`code`, or, when the process runs as the `zkqueue` program (`as_program`) and the
+    command was `prove`, the exit itself with that code, without tearing the interpreter
+    down: a one-shot prove has written and closed its files and holds nothing else, and the
+    teardown of its modules and native library costs ~10 ms (3% of a 2^14 prove)."""
+    if as_program and args.command == "prove":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Runs the command line `argv` (default: this process's arguments, as the program)."""
     parser, sub = new_parser()
     add_commands(sub)
-    return run_command(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    return finish(args, run_command(args), as_program=argv is None)
 
 
 if __name__ == "__main__":
