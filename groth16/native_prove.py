@@ -19,12 +19,13 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from dataclasses import dataclass
 from ctypes import POINTER, c_double, c_int, c_int64, c_size_t, c_void_p
 
 from . import native
 from .curves import Curve
 from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
-from .errors import BackendError, Cancelled, FormatError
+from .errors import BackendError, FormatError
 from .formats import wtns, zkey
 from .model import Proof
 from .prover import ProveResult, blinding_scalars, check_inputs, check_proof
@@ -118,17 +119,23 @@ def check_key_points(lib: ctypes.CDLL, key: zkey.ZKeyHeader, threads: int) -> No
                 raise zkey.point_error(key.path, curve, name, exc) from None
 
 
+@dataclass(frozen=True)
 class Sections:
     """Where zkq_prove finds one key: addresses of the coefficient entries (after section 4's
     u32 count) and of the A, B1, B2, L(C), H point sections, and the header points (LEM)."""
 
-    __slots__ = ("coefs", "n_coefs", "a", "b1", "b2", "l", "h", "alpha1", "beta1", "delta1", "beta2", "delta2")
-
-    def __init__(self, coefs: int, n_coefs: int, a: int, b1: int, b2: int, l: int, h: int, *,  # noqa: E741
-                 alpha1: bytes, beta1: bytes, delta1: bytes, beta2: bytes, delta2: bytes):
-        self.coefs, self.n_coefs = coefs, n_coefs
-        self.a, self.b1, self.b2, self.l, self.h = a, b1, b2, l, h
-        self.alpha1, self.beta1, self.delta1, self.beta2, self.delta2 = alpha1, beta1, delta1, beta2, delta2
+    coefs: int
+    n_coefs: int
+    a: int
+    b1: int
+    b2: int
+    l: int  # noqa: E741 - snarkjs's name for the private-wire query
+    h: int
+    alpha1: bytes
+    beta1: bytes
+    delta1: bytes
+    beta2: bytes
+    delta2: bytes
 
 
 def call_prove(lib: ctypes.CDLL, curve: Curve, key_path: str, sec: Sections, witness_addr: int, *,

@@ -117,6 +117,12 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
+def _queries(zkey) -> list[tuple[np.ndarray, bool]]:
+    """A key's five MSM bases, in zkq_prove's order (A, B1, B2, L, H), each with `g2`."""
+    return [(zkey.a_query, False), (zkey.b1_query, False), (zkey.b2_query, True),
+            (zkey.l_query, False), (zkey.h_query, False)]
+
+
 @dataclass(frozen=True)
 class MsmPlan:
     """How an MSM runs (kernels/cpu/msm.hpp, MsmPlan): c-bit signed windows over GLV
@@ -253,14 +259,19 @@ class CpuBackend:
 
     # ---- MSM and point checks -------------------------------------------------------
 
+    def _registered_table(self, points: np.ndarray, g2: bool) -> "MsmTable | None":
+        """The table `prepare` registered for exactly this array object, if any."""
+        table = self._registered.get(id(points))
+        if table is not None and (table.points is not points or table.g2 != g2):
+            return None  # an id reused by another array: only the registered object counts
+        return table
+
     def _msm(self, g2: bool, points: np.ndarray, scalars_std: np.ndarray, table: "MsmTable | None",
              window_bits: int = 0) -> bytes:
         what = "msm_g2" if g2 else "msm_g1"
         width = self._width(g2)
         if table is None:
-            table = self._registered.get(id(points))
-            if table is not None and (table.points is not points or table.g2 != g2):
-                table = None  # an id reused by another array: only the registered object counts
+            table = self._registered_table(points, g2)
         elif table.points is not points or table.g2 != g2:
             raise InputError(f"{what}: the table was built for other points",
                              expected="the array the table was precomputed from", found="another array")
@@ -358,8 +369,7 @@ class CpuBackend:
         proportion to its full table's size and a smaller table (or none) is built.
         Preparing the same arrays again registers the newer tables in place of the older.
         """
-        queries = [(zkey.a_query, False), (zkey.b1_query, False), (zkey.b2_query, True),
-                   (zkey.l_query, False), (zkey.h_query, False)]
+        queries = _queries(zkey)
         full = [self.table_bytes(len(p), g2=g2, budget_bytes=1 << 62) if len(p) else 0 for p, g2 in queries]
         total = sum(full)
         share = 1.0 if total <= budget_bytes else max(0, budget_bytes) / total
@@ -399,13 +409,9 @@ class CpuBackend:
         if w.shape[0] != zkey.n_vars:
             raise MismatchError(f"the witness has {w.shape[0]} values but the key needs {zkey.n_vars}",
                                 expected=zkey.n_vars, found=w.shape[0])
-        queries = [(zkey.a_query, False), (zkey.b1_query, False), (zkey.b2_query, True),
-                   (zkey.l_query, False), (zkey.h_query, False)]
+        queries = _queries(zkey)
         arrays = [as_words(q, self._width(g2), "key points") for q, g2 in queries]
-        tables = []
-        for (q, g2) in queries:
-            t = self._registered.get(id(q))
-            tables.append(_ptr(t.buffer) if t is not None and t.points is q and t.g2 == g2 else None)
+        tables = [self._registered_table(q, g2) for q, g2 in queries]
         coefs = np.ascontiguousarray(zkey.coefs)
         sec = native_prove.Sections(coefs.ctypes.data, coefs.shape[0], *(_ptr(a) for a in arrays),
                                     alpha1=zkey.alpha1, beta1=zkey.beta1, delta1=zkey.delta1,
@@ -413,7 +419,7 @@ class CpuBackend:
         pi_a, pi_b, pi_c, _ = native_prove.call_prove(
             native_prove.library(self._variant), self.curve, zkey.path, sec, _ptr(w), n_vars=zkey.n_vars,
             n_public=zkey.n_public, domain_size=zkey.domain_size, r=r, s=s, threads=self.threads,
-            tables=tables, cancel=cancel)
+            tables=[None if t is None else _ptr(t.buffer) for t in tables], cancel=cancel)
         return pi_a, pi_b, pi_c
 
     def _check_points(self, fn, points: np.ndarray, width: int, what: str) -> None:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (2.5 ms of `zkqueue prove`)
-if TYPE_CHECKING:
-    from typing import Any
 
 from .. import curves
 from ..curves import Curve
 from ..encoding import G1, G2
 from ..errors import FormatError
 from ..model import Proof, VerificationKey
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 G1_INF = ["0", "1", "0"]
 G2_INF = [["0", "0"], ["1", "0"], ["0", "0"]]

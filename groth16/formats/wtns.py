@@ -10,13 +10,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (0.5 MB on the prove path)
 
 from .. import curves
 from ..curves import Curve
 from ..errors import FormatError
 from .binfile import BinFile, read_prime
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
 if TYPE_CHECKING:
     import numpy as np
 

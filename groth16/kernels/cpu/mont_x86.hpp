@@ -57,8 +57,9 @@ struct Mod {
     "xorl %k[z], %k[z]\n\t"
 
 // 4 words. Registers t0..t4 rotate: row i works on (t_i, ..., t_{i+4}) mod 5.
-// Row 0 of a product: (t0..t4) = a * b[0] (t starts at zero).
-#define ZKQ_X4_ROW0                                     \
+// Row 0 of a product: (t0..t4) = a * b[0] (t starts at zero); the 6-word row 0 goes on
+// from the same first four words.
+#define ZKQ_X_ROW0_WORDS0123                            \
     "movq 0(%[b]), %%rdx\n\t"                           \
     "xorl %k[z], %k[z]\n\t"                             \
     "mulxq 0(%[a]), %[t0], %[t1]\n\t"                   \
@@ -67,8 +68,8 @@ struct Mod {
     "mulxq 16(%[a]), %[lo], %[t3]\n\t"                  \
     "adcxq %[lo], %[t2]\n\t"                            \
     "mulxq 24(%[a]), %[lo], %[t4]\n\t"                  \
-    "adcxq %[lo], %[t3]\n\t"                            \
-    "adcxq %[z], %[t4]\n\t"
+    "adcxq %[lo], %[t3]\n\t"
+#define ZKQ_X4_ROW0 ZKQ_X_ROW0_WORDS0123 "adcxq %[z], %[t4]\n\t"
 // Row i >= 1 of a product: T0..T3 += a * b[i], T4 (fresh) = the carry word.
 #define ZKQ_X4_MUL(boff, T0, T1, T2, T3, T4)            \
     ZKQ_X_M_START(boff)                                 \
@@ -120,15 +121,7 @@ inline __attribute__((always_inline)) void mont_mul4(uint64_t* out, const uint64
 
 // 6 words. Registers t0..t6 rotate: row i works on (t_i, ..., t_{i+6}) mod 7.
 #define ZKQ_X6_ROW0                                     \
-    "movq 0(%[b]), %%rdx\n\t"                           \
-    "xorl %k[z], %k[z]\n\t"                             \
-    "mulxq 0(%[a]), %[t0], %[t1]\n\t"                   \
-    "mulxq 8(%[a]), %[lo], %[t2]\n\t"                   \
-    "adcxq %[lo], %[t1]\n\t"                            \
-    "mulxq 16(%[a]), %[lo], %[t3]\n\t"                  \
-    "adcxq %[lo], %[t2]\n\t"                            \
-    "mulxq 24(%[a]), %[lo], %[t4]\n\t"                  \
-    "adcxq %[lo], %[t3]\n\t"                            \
+    ZKQ_X_ROW0_WORDS0123                                \
     "mulxq 32(%[a]), %[lo], %[t5]\n\t"                  \
     "adcxq %[lo], %[t4]\n\t"                            \
     "mulxq 40(%[a]), %[lo], %[t6]\n\t"                  \
@@ -320,6 +313,7 @@ inline __attribute__((always_inline)) void redc6(uint64_t* out, const uint64_t* 
 #undef ZKQ_X_R_START
 #undef ZKQ_X4_ROW
 #undef ZKQ_X6_ROW
+#undef ZKQ_X_ROW0_WORDS0123
 #undef ZKQ_X4_ROW0
 #undef ZKQ_X6_ROW0
 #undef ZKQ_X4_MUL
