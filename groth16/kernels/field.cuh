@@ -14,6 +14,9 @@
 #if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
 #include "cpu/mont_x86.hpp"  // mulx/adx product; the CPU library's fast build only (native.py)
 #endif
+#if defined(__CUDACC__)
+#include "mont32.cuh"  // PTX carry chains: the GPU's product, square, sum and difference
+#endif
 
 namespace zkq {
 
@@ -87,6 +90,13 @@ struct Fp {
     }
 
     ZKQ_HD_HOT Fp operator+(const Fp& b) const {
+#if defined(__CUDA_ARCH__)
+        if constexpr (BITS == 32) {
+            Fp r;
+            chain::add<Fp, chain::PtxOps>(r.v, v, b.v);
+            return r;
+        }
+#endif
 #if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
         if constexpr (BITS == 64 && P::NW == 4) {
             Fp r;
@@ -110,6 +120,13 @@ struct Fp {
     }
 
     ZKQ_HD_HOT Fp operator-(const Fp& b) const {
+#if defined(__CUDA_ARCH__)
+        if constexpr (BITS == 32) {
+            Fp r;
+            chain::sub<Fp, chain::PtxOps>(r.v, v, b.v);
+            return r;
+        }
+#endif
 #if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
         if constexpr (BITS == 64 && P::NW == 4) {
             Fp r;
@@ -142,8 +159,15 @@ struct Fp {
     ZKQ_HD_HOT Fp operator-() const { return zero() - *this; }
     ZKQ_HD_HOT Fp dbl() const { return *this + *this; }
 
-    // a*b*R^-1 mod p (CIOS, no final carry word; see the header comment).
+    // a*b*R^-1 mod p: the GPU's carry chains (mont32.cuh), x86 asm, or the portable CIOS.
     ZKQ_HD_HOT Fp operator*(const Fp& b) const {
+#if defined(__CUDA_ARCH__)
+        if constexpr (BITS == 32) {
+            Fp r;
+            chain::mul<Fp, chain::PtxOps>(r.v, v, b.v);
+            return r;
+        }
+#endif
 #if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
         if constexpr (BITS == 64 && (P::NW == 4 || P::NW == 6)) {
             Fp r;
@@ -151,6 +175,13 @@ struct Fp {
             return r;
         }
 #endif
+        return mul_portable(*this, b);
+    }
+
+    // a*b*R^-1 mod p in portable C++ (CIOS, no final carry word; see the header comment):
+    // the host emulation's product, and the GPU's reference in its self-test.
+    static ZKQ_HD_HOT Fp mul_portable(const Fp& a, const Fp& b) {
+        const L* v = a.v;
         L t[N];
         for (int i = 0; i < N; i++) t[i] = 0;
         const L inv = minv();
@@ -175,7 +206,16 @@ struct Fp {
         return r;
     }
 
-    ZKQ_HD_HOT Fp sqr() const { return *this * *this; }
+    ZKQ_HD_HOT Fp sqr() const {
+#if defined(__CUDA_ARCH__)
+        if constexpr (BITS == 32) {  // a dedicated square: half the cross products
+            Fp r;
+            chain::sqr<Fp, chain::PtxOps>(r.v, v);
+            return r;
+        }
+#endif
+        return *this * *this;
+    }
     ZKQ_HD_HOT Fp& operator+=(const Fp& b) { return *this = *this + b; }
     ZKQ_HD_HOT Fp& operator-=(const Fp& b) { return *this = *this - b; }
     ZKQ_HD_HOT Fp& operator*=(const Fp& b) { return *this = *this * b; }
