@@ -1,108 +1,84 @@
 """The CUDA kernels compile, with no GPU needed: nvcc for sm_80 and sm_90, and NVRTC when
-its library is installed (it is what CuPy compiles with on the GPU machine).
+its library is installed (it is what the backend compiles with on the GPU machine); and
+their registers, stack and spills are those of the checked table bench/gpu_registers.tsv.
 
-What is compiled is `groth16.backends.cuda.module_source(curve)`: every .cu file of
-groth16/kernels with its headers, exactly the translation unit the backend hands to
-NVRTC. Skipped only when nvcc (or, for the NVRTC test, libnvrtc) is absent.
+What is compiled is `groth16.backends.cuda.module_source(curve, unit)` with
+`cuda.compile_options()`: exactly the translation units the backend hands to NVRTC.
+Skipped only when nvcc (or, for the NVRTC test, libnvrtc) is absent.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+import sys
 
 import pytest
 
+from conftest import ROOT
 from zkqueue.groth16 import curves
 from zkqueue.groth16.backends import cuda
 
-ARCHS = ("sm_80", "sm_90")
+sys.path.insert(0, str(ROOT / "bench"))
+import gpu_registers  # noqa: E402
+
 CURVES = (curves.BN128, curves.BLS12381)
-NVCC = os.environ.get("NVCC") or shutil.which("nvcc") or next(
-    (p for p in ("/usr/local/cuda/bin/nvcc",) if Path(p).exists()), None)
+UNITS = tuple(cuda.UNITS)
 
 
 @pytest.fixture(scope="module")
 def nvcc_results(tmp_path_factory):
-    """Compiles every (curve, arch) at once (a minute or two each; both cores busy)."""
-    if not NVCC:
+    """Compiles every (curve, unit, arch) once (minutes on two cores)."""
+    if not gpu_registers.NVCC:
         pytest.skip("nvcc is not installed")
-    tmp = tmp_path_factory.mktemp("nvcc")
-
-    def one(curve, arch):
-        src = tmp / f"zkq_{curve.name}.cu"
-        if not src.exists():
-            src.write_text(cuda.module_source(curve))
-        out = tmp / f"zkq_{curve.name}_{arch}.cubin"
-        proc = subprocess.run([NVCC, "-std=c++17", f"-I{cuda.KERNEL_DIR}", f"-arch={arch}", "-cubin",
-                               "-Xptxas", "-v", "-o", str(out), str(src)], capture_output=True, text=True)
-        return proc, out
-
-    for curve in CURVES:
-        (tmp / f"zkq_{curve.name}.cu").write_text(cuda.module_source(curve))
-    jobs = [(c, a) for c in CURVES for a in ARCHS]
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-        results = list(pool.map(lambda job: one(*job), jobs))
-    return {(c.name, a): r for (c, a), r in zip(jobs, results)}
+    return gpu_registers.compile_all(tmp_path_factory.mktemp("nvcc"), jobs=os.cpu_count())
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", gpu_registers.ARCHS)
+@pytest.mark.parametrize("unit", UNITS)
 @pytest.mark.parametrize("curve", CURVES, ids=lambda c: c.name)
-def test_nvcc_compiles(nvcc_results, curve, arch):
-    proc, out = nvcc_results[(curve.name, arch)]
+def test_nvcc_compiles(nvcc_results, curve, unit, arch):
+    proc, out = nvcc_results[(curve.name, unit, arch)]
     assert proc.returncode == 0, proc.stderr[-6000:]
     assert out.stat().st_size > 0
     assert "error" not in proc.stderr.lower().replace("0 errors", "")
-    # Every kernel the backend launches is in the binary.
+    # Every kernel the unit defines is in the binary.
     names = subprocess.run(["strings", str(out)], capture_output=True, text=True).stdout \
         if shutil.which("strings") else out.read_bytes().decode("latin-1")
-    for kernel in ("fr_mul", "fr_h_scalars", "fr_evaluate_ab", "check_g1", "check_g2", "ntt_bitrev",
-                   "ntt_stage", "fr_scale", "msm_count", "msm_scatter"):
-        assert kernel in names
-    for group in ("g1", "g2"):
-        for stem in ("msm_level_points", "msm_level_parts", "msm_window_parts", "msm_window_sums", "msm_finish"):
-            assert f"{stem}_{group}" in names
+    kernels = cuda.kernel_names(unit)
+    assert kernels and all(k in names for k in kernels), [k for k in kernels if k not in names]
 
 
-def _nvrtc_library():
-    """libnvrtc from $ZKQUEUE_NVRTC_LIB, an nvidia-cuda-nvrtc wheel (CUDA 13: nvidia/cu13/lib,
-    CUDA 12: nvidia/cuda_nvrtc/lib, as cupy-cuda12x uses it), or the system; None if absent."""
-    candidates = [os.environ.get("ZKQUEUE_NVRTC_LIB")]
-    try:
-        import nvidia  # type: ignore[import-not-found]  (namespace package of NVIDIA's wheels)
-        for root in map(Path, nvidia.__path__):
-            for sub in ("cu13/lib", "cuda_nvrtc/lib"):
-                candidates += sorted(str(p) for p in (root / sub).glob("libnvrtc.so.*"))
-    except ImportError:
-        pass
-    candidates.append(ctypes.util.find_library("nvrtc"))
-    for path in filter(None, candidates):
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
-            continue
-    return None
+def test_register_table_is_current(nvcc_results):
+    """Registers, stack, spills and shared memory of every kernel, curve and architecture
+    equal bench/gpu_registers.tsv (regenerate it with bench/gpu_registers.py --write)."""
+    fresh = gpu_registers.table_rows({k: gpu_registers.parse(proc.stderr + proc.stdout)
+                                      for k, (proc, _) in nvcc_results.items()})
+    key = lambda r: (r["curve"], r["unit"], r["arch"], r["kernel"])  # noqa: E731
+    table = {key(r): r for r in gpu_registers.read_table()}
+    got = {key(r): r for r in fresh}
+    assert set(got) == set(table), set(got) ^ set(table)
+    differ = [(k, {c: (table[k][c], got[k][c]) for c in gpu_registers.COLUMNS[4:] if table[k][c] != got[k][c]})
+              for k in got if any(table[k][c] != got[k][c] for c in gpu_registers.COLUMNS[4:])]
+    assert not differ, differ
 
 
+def test_no_kernel_spills_and_g1_accumulates_in_registers():
+    rows = gpu_registers.read_table()
+    assert rows and all(r["spill_bytes"] == 0 for r in rows), [r for r in rows if r["spill_bytes"]]
+    g1 = [r for r in rows if r["kernel"] == "msm_accumulate_g1"]
+    assert len(g1) == 4 and all(r["stack_bytes"] == 0 for r in g1), g1
+
+
+@pytest.mark.parametrize("unit", cuda.PRODUCTION_UNITS)
 @pytest.mark.parametrize("curve", CURVES, ids=lambda c: c.name)
-def test_nvrtc_compiles(curve):
-    lib = _nvrtc_library()
-    if lib is None:
-        pytest.skip("libnvrtc is not installed (pip install nvidia-cuda-nvrtc, or set ZKQUEUE_NVRTC_LIB)")
-    prog = ctypes.c_void_p()
-    assert lib.nvrtcCreateProgram(ctypes.byref(prog), cuda.module_source(curve).encode(), b"zkq.cu",
-                                  0, None, None) == 0
-    opts = [*cuda.compile_options(), "--gpu-architecture=compute_90"]
-    argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
-    rc = lib.nvrtcCompileProgram(prog, len(opts), argv)
-    size = ctypes.c_size_t()
-    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value)
-    lib.nvrtcGetProgramLog(prog, log)
-    lib.nvrtcDestroyProgram(ctypes.byref(prog))
-    assert rc == 0, log.value.decode(errors="replace")[-6000:]
+def test_nvrtc_compiles(curve, unit):
+    from zkqueue.groth16.backends import cuda_compile
+    try:
+        cuda_compile.nvrtc()
+    except cuda_compile.KernelCompileError as exc:
+        pytest.skip(f"libnvrtc is not installed: {exc}")
+    cubin, _ = cuda_compile.compile_source(cuda.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu",
+                                           cuda_compile.options("sm_90"))
+    assert cubin[:4] == b"\x7fELF"

@@ -105,18 +105,20 @@ def test_a_bug_under_launch_propagates_as_itself(emu_runtime, bug):
 
 
 def test_a_bug_in_the_backends_own_code_keeps_its_traceback(emu_runtime, monkeypatch):
-    """A real defect inside CudaBackend._msm (a window width of 0) surfaces as the
+    """A real defect inside the MSM's plan (a window width of 0) surfaces as the
     ZeroDivisionError it is, with the frame that raised it, not as BackendUnavailable."""
     import numpy as np
 
+    from zkqueue.groth16.backends import cuda_msm
+
     be = CudaBackend(CURVE, runtime=emu_runtime)
-    monkeypatch.setattr(cuda, "choose_window", lambda n, bits: 0)
-    points = np.zeros((3, 8), dtype=np.uint64)
-    scalars = mont([1, 2, 3])
+    monkeypatch.setattr(cuda_msm, "choose_window", lambda n, bits: 0)
+    points = np.zeros((40, 8), dtype=np.uint64)   # more than the small path's terms: a window is chosen
+    scalars = mont(list(range(40)))
     with pytest.raises(ZeroDivisionError) as info:
         be.msm_g1(points, scalars)
     frames = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
-    assert "_msm" in frames
+    assert "_msm" in frames and "plan" in frames
     monkeypatch.undo()
     assert be.msm_g1(points, scalars) == bytes(64)  # all points at infinity
 

@@ -1,19 +1,22 @@
 """CUDA backend: the kernels of groth16/kernels/*.cu on one pinned GPU, through CuPy.
 
 How it is put together (a newcomer's map):
-  * `module_source(curve)` is the one CUDA translation unit of a curve: every .cu file,
-    each after a `#line 1 "<path>"` so compiler errors name the real file and line, and
-    `#include`s resolved from groth16/kernels (the .cuh headers the CPU build uses too).
-    CuPy's RawModule compiles it with NVRTC; modules are cached per (device, curve, source
-    hash) in this process, and CuPy keeps the binary on disk keyed by the text, which
-    embeds the hash of every source so that an edited header is never served stale.
+  * Sources: each curve's kernels form a few module units (UNITS: the scalar-field kernels,
+    G1's MSM, G2's MSM), each one CUDA translation unit made by `module_source(curve,
+    unit)`: its .cu files after a `#line 1 "<path>"` (so compiler errors name the real
+    file and line), `#include`s resolved from groth16/kernels (the .cuh headers the CPU
+    build shares). cuda_compile.py turns a unit into a cubin with NVRTC, cached on disk by
+    the unit's text (which embeds the hash of every kernel source), the architecture and
+    NVRTC's version; the units compile in parallel, and the GPU image compiles them at build.
   * Kernels are launched through a small `Runtime` (CuPy here; `cuda_emu.EmulatedRuntime`
-    runs the same .cu files compiled by g++ with numpy arrays, so the whole backend is
-    tested on machines without a GPU). Everything below uses `rt.xp` (cupy or numpy).
-  * Inputs stay on the device while their host arrays cannot change: key sections (read-
-    only memory maps of the .zkey) are mirrored once in an LRU cache with a byte budget,
-    so the next partition with the same key uploads only its witness; arrays returned by
-    this backend are read-only and remembered, so handing them back costs no upload.
+    runs the same .cu files compiled by g++ as threads with their races checked, so the
+    whole backend is tested on machines without a GPU). Everything uses `rt.xp` (cupy or numpy).
+  * Residency: key sections (read-only memory maps of the .zkey: points, coefficients) are
+    mirrored once in an LRU cache with a byte budget, so the next partition with the same
+    key uploads only its witness. Nothing else is cached: a partition's witness and
+    intermediates are freed with it. Arrays returned by the step-by-step methods are
+    read-only and remembered, so handing them back costs no upload; `prove_whole`
+    (cuda_prove.py) keeps every intermediate on the device and returns only the proof.
   * Errors are converted at the public methods, and only the device's: out of device memory
     (after freeing the caches and trying once more) is a retryable BackendError; any other
     CUDA runtime or driver error, an NVRTC or compile error, or a CUDA library that does not
@@ -21,7 +24,7 @@ How it is put together (a newcomer's map):
     faulted). Everything else (InputError and its kind, and any other exception, which is a
     bug in this code) propagates unchanged, with its traceback. `cupy_error_kind` decides.
 
-Algorithms are described in the .cu files; `_msm`, `ntt` and `evaluate_ab` below say which
+The algorithms are in the .cu files; cuda_msm.py, cuda_ntt.py and cuda_prove.py say which
 kernels run in what order.
 """
 
@@ -30,12 +33,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import math
 import os
 import sys
 import threading
 import weakref
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,18 +47,28 @@ import numpy as np
 from ..curves import Curve
 from .base import as_words
 from ..encoding import fq_to_lem
-from ..errors import BackendError, BackendUnavailable, FormatError, InputError, UnsupportedError
+from ..errors import BackendError, BackendUnavailable, Cancelled, FormatError, InputError, UnsupportedError
 
 log = logging.getLogger("zkqueue.backend.cuda")
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
-CU_FILES = ("fr_ops.cu", "ntt.cu", "msm.cu")  # one module per curve, in this order
+BACKEND_DIR = Path(__file__).resolve().parent
+# Module units of one curve: (.cu files, extra defines). msm.cu makes G1's kernels with
+# ZKQ_GROUPS=1 and G2's with 2, so the two compile side by side; "selftest" is built only
+# when a test asks for it.
+UNITS = {
+    "fr": (("fr_ops.cu", "ntt.cu"), ""),
+    "g1": (("msm.cu",), "#define ZKQ_GROUPS 1\n"),
+    "g2": (("msm.cu",), "#define ZKQ_GROUPS 2\n"),
+    "selftest": (("selftest.cu",), ""),
+}
+PRODUCTION_UNITS = ("fr", "g1", "g2")
+# The Python files that decide what the GPU computes (window widths, splits, passes, the
+# order of kernels, compile options): part of the source hash a worker's fingerprint names.
+HOST_SOURCES = ("cuda.py", "cuda_compile.py", "cuda_msm.py", "cuda_ntt.py", "cuda_prove.py")
 NVRTC_OPTIONS = ("-std=c++17",)
 
-BLOCK = 256                 # threads per block unless a kernel's registers allow fewer
-LEVEL_SLICE = 32            # entries per thread in the MSM's segmented sum (msm.cu step 3)
-SORT_ENTRIES = 1 << 28      # (point, window) entries sorted at once: bounds an MSM's memory
-MAX_WINDOW = 20             # bucket keys and counts stay far below 2^32
+BLOCK = 256                 # threads per block where occupancy does not decide
 U64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -63,25 +76,67 @@ U64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 def kernel_sources() -> list[Path]:
     """Every file the CUDA modules are built from: the .cu files and all shared headers."""
-    return sorted(KERNEL_DIR.glob("*.cuh")) + [KERNEL_DIR / f for f in CU_FILES]
+    cu = sorted({f for files, _ in UNITS.values() for f in files})
+    return sorted(KERNEL_DIR.glob("*.cuh")) + [KERNEL_DIR / f for f in cu]
 
 
-def source_hash() -> str:
-    """Hash of the CUDA sources: the code part of a worker's fingerprint."""
+def host_sources() -> list[Path]:
+    """The backend's Python modules that decide what the GPU computes."""
+    return [BACKEND_DIR / name for name in HOST_SOURCES]
+
+
+def _hash(paths: list[Path]) -> str:
     h = hashlib.sha256()
-    for path in kernel_sources():
+    for path in paths:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
-def module_source(curve: Curve) -> str:
-    """The CUDA translation unit of one curve (see the module docstring)."""
-    parts = [f"// zkqueue CUDA kernels for {curve.name}, sources {source_hash()}\n",
-             f"#define ZKQ_CURVE {curve.native_id}\n"]
-    for name in CU_FILES:
+def kernel_hash() -> str:
+    """Hash of the kernel sources alone (what a compiled module depends on)."""
+    return _hash(kernel_sources())
+
+
+def source_hash() -> str:
+    """Hash of everything that decides what a CUDA worker computes: the kernel sources and
+    the host modules that drive them. The code part of a worker's fingerprint."""
+    return _hash(kernel_sources() + host_sources())
+
+
+def unit_of(kernel: str) -> str:
+    """The module unit a kernel lives in."""
+    if kernel.startswith("selftest_"):
+        return "selftest"
+    if kernel.startswith("msm_"):
+        return "g2" if kernel.endswith("_g2") else "g1"
+    return "fr"
+
+
+def module_source(curve: Curve, unit: str) -> str:
+    """One CUDA translation unit of a curve (see the module docstring)."""
+    files, defines = UNITS[unit]
+    parts = [f"// zkqueue CUDA kernels for {curve.name}, unit {unit}, sources {kernel_hash()}\n",
+             f"#define ZKQ_CURVE {curve.native_id}\n", defines]
+    for name in files:
         path = KERNEL_DIR / name
         parts.append(f'#line 1 "{path}"\n{path.read_text()}\n')
     return "".join(parts)
+
+
+def kernel_names(unit: str) -> list[str]:
+    """The kernels a unit defines, read from its sources (ZKQ_KERNEL declarations, and the
+    per-group kernels of msm.cu's ZKQ_MSM_KERNELS)."""
+    import re  # noqa: PLC0415 - tests and tools only
+    files, defines = UNITS[unit]
+    names = []
+    for name in files:
+        text = (KERNEL_DIR / name).read_text()
+        for kernel, per_group in re.findall(r"ZKQ_KERNEL(?:_BOUNDED)?\((\w+)(##G)?", text):
+            if per_group:
+                names += [kernel + g for g in {"g1": ["g1"], "g2": ["g2"]}.get(unit, ["g1", "g2"])]
+            elif kernel != "name":
+                names.append(kernel)
+    return sorted(set(names))
 
 
 def compile_options() -> tuple[str, ...]:
@@ -98,11 +153,14 @@ def cupy_error_kind(exc: BaseException) -> str | None:
 
     Returns "oom" for device memory exhausted (CuPy's OutOfMemoryError, or a runtime or
     driver call that returned the out-of-memory status), "device" for any other CUDA
-    runtime or driver error, an NVRTC error or a kernel that does not compile, and a CUDA
-    library (libcuda, libnvrtc, ...) that does not load; None for everything else, which
-    callers must let propagate. Looks only at classes of a CuPy already imported: with no
-    CuPy loaded, nothing can be CuPy's.
+    runtime or driver error, an NVRTC error or a kernel that does not compile (CuPy's or
+    cuda_compile's), and a CUDA library (libcuda, libnvrtc, ...) that does not load; None
+    for everything else, which callers must let propagate. Looks only at classes of a CuPy
+    already imported: with no CuPy loaded, nothing can be CuPy's.
     """
+    compile_mod = sys.modules.get(f"{__package__}.cuda_compile")
+    if compile_mod is not None and isinstance(exc, compile_mod.KernelCompileError):
+        return "device"
     cp = sys.modules.get("cupy")
     if cp is not None:
         try:
@@ -127,10 +185,24 @@ def cupy_error_kind(exc: BaseException) -> str | None:
     return None
 
 
-# ---- runtimes ---------------------------------------------------------------------------
+# ---- the GPU runtime --------------------------------------------------------------------
+
+def occupancy_block(num_regs: int, max_threads: int, *, regs_per_sm: int = 65536, threads_per_sm: int = 2048,
+                    blocks_per_sm: int = 32) -> int:
+    """The block size (a multiple of 64 up to max_threads) that keeps the most warps resident
+    on a multiprocessor given the kernel's registers per thread; the smaller on a tie."""
+    best, best_warps = 64, -1
+    regs_per_warp = -(-max(num_regs, 1) * 32 // 256) * 256     # allocated per warp, 256 at a time
+    for size in range(64, max(64, min(max_threads, 1024)) + 1, 64):
+        warps = size // 32
+        blocks = min(regs_per_sm // (regs_per_warp * warps), threads_per_sm // size, blocks_per_sm)
+        if blocks * warps > best_warps:
+            best, best_warps = size, blocks * warps
+    return best
+
 
 class CupyRuntime:
-    """Launches the kernels of one curve on one CUDA device through CuPy (NVRTC)."""
+    """Launches the kernels of one curve on one CUDA device through CuPy (cubins from NVRTC)."""
 
     _modules: dict[tuple, Any] = {}
     _lock = threading.Lock()
@@ -140,46 +212,94 @@ class CupyRuntime:
 
         self.cp = cupy
         self.xp = cupy
+        self.curve = curve
         self.device_id = device_id
         self.device = cupy.cuda.Device(device_id)
         with self.device:
             props = cupy.cuda.runtime.getDeviceProperties(device_id)
             self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
             self.compute_capability = f"{props['major']}{props['minor']}"
-            self.module = self._module(curve)
-            self._kernels: dict[str, Any] = {}
-            self.kernel("fr_mul")  # compiles now, so a compile error surfaces at start-up
+            self.arch = f"sm_{self.compute_capability}"
+            self._sm = {"regs_per_sm": int(props.get("regsPerMultiprocessor", 65536)),
+                        "threads_per_sm": int(props.get("maxThreadsPerMultiProcessor", 2048))}
+            self._kernels: dict[str, tuple[Any, int]] = {}
+            self._copy_stream = cupy.cuda.Stream(non_blocking=True)
+            self._pinned: list = []
+            # Every production unit now, side by side: a compile error surfaces at start-up.
+            with ThreadPoolExecutor(len(PRODUCTION_UNITS)) as pool:
+                list(pool.map(self._module, PRODUCTION_UNITS))
 
-    def _module(self, curve: Curve):
-        key = (self.device_id, curve.native_id, source_hash(), compile_options())
+    def _module(self, unit: str):
+        from . import cuda_compile
+        path, seconds = cuda_compile.cubin(self.curve, unit, self.arch)
+        if seconds:
+            log.info("compiled %s %s for %s in %.0f s", self.curve.name, unit, self.arch, seconds)
+        key = (self.device_id, str(path))
         with self._lock:
             if key not in self._modules:
-                self._modules[key] = self.cp.RawModule(code=module_source(curve), options=compile_options())
+                with self.device:
+                    self._modules[key] = self.cp.RawModule(path=str(path))
             return self._modules[key]
 
     def active(self):
         return self.device
 
-    def kernel(self, name: str):
-        if name not in self._kernels:
-            self._kernels[name] = self.module.get_function(name)
-        return self._kernels[name]
+    def kernel(self, name: str) -> tuple[Any, int]:
+        """(function, block size chosen by occupancy)."""
+        hit = self._kernels.get(name)
+        if hit is None:
+            fn = self._module(unit_of(name)).get_function(name)
+            hit = self._kernels[name] = (fn, occupancy_block(fn.num_regs, fn.max_threads_per_block, **self._sm))
+        return hit
 
-    def launch(self, name: str, threads: int, args: tuple, *, block: int = BLOCK) -> None:
-        """Runs kernel `name` with at least `threads` threads (its loops are grid-stride)."""
-        kern = self.kernel(name)
-        block = max(32, min(block, kern.max_threads_per_block) // 32 * 32)
-        grid = max(1, min(-(-threads // block), 1 << 24))
-        kern((grid,), (block,), args)
+    def launch(self, name: str, threads: int, args: tuple, *, block: int | None = None, grid: int | None = None,
+               shared_bytes: int = 0) -> None:
+        """Runs kernel `name` with at least `threads` threads (its loops are grid-stride), or
+        exactly `grid` blocks; block size by occupancy unless given."""
+        fn, best = self.kernel(name)
+        size = block or best
+        if grid is None:
+            grid = max(1, min(-(-threads // size), 1 << 24))
+        if shared_bytes > 48 << 10:
+            fn.max_dynamic_shared_size_bytes = shared_bytes
+        fn((grid,), (size,), args, shared_mem=shared_bytes)
+
+    def stream(self):
+        """A context in which launches go to a new non-blocking stream."""
+        return self.cp.cuda.Stream(non_blocking=True)
+
+    def current_stream(self):
+        return self.cp.cuda.get_current_stream()
 
     def upload(self, host: np.ndarray):
         return self.cp.asarray(host)
+
+    def upload_async(self, host: np.ndarray):
+        """A device copy of `host` made on the copy stream through pinned memory, and the
+        event that marks it done (wait for it with `wait`)."""
+        host = np.ascontiguousarray(host)
+        pinned = self.cp.cuda.alloc_pinned_memory(max(1, host.nbytes))
+        staging = np.frombuffer(pinned, dtype=host.dtype, count=host.size).reshape(host.shape)
+        np.copyto(staging, host)
+        dev = self.cp.empty(host.shape, dtype=host.dtype)
+        dev.set(staging, stream=self._copy_stream)
+        self._pinned.append(pinned)   # alive until the copy is done (synchronize drops it)
+        return dev, self._copy_stream.record()
+
+    def wait(self, event) -> None:
+        """The current stream waits for `event` (from upload_async or record)."""
+        if event is not None:
+            self.cp.cuda.get_current_stream().wait_event(event)
+
+    def record(self):
+        return self.cp.cuda.get_current_stream().record()
 
     def download(self, dev) -> np.ndarray:
         return self.cp.asnumpy(dev)
 
     def synchronize(self) -> None:
         self.device.synchronize()
+        self._pinned.clear()
 
     def free_pool(self) -> None:
         self.cp.get_default_memory_pool().free_all_blocks()
@@ -196,31 +316,23 @@ class CupyRuntime:
         return cupy_error_kind(exc)
 
     def describe(self) -> str:
-        return f"device {self.device_id}: {self.device_name} (sm_{self.compute_capability})"
+        return f"device {self.device_id}: {self.device_name} ({self.arch})"
 
 
 # ---- host-side helpers ------------------------------------------------------------------
 
-def choose_window(n: int, scalar_bits: int) -> int:
-    """Window width c minimising windows * (n madds + ~3 madds per bucket) (msm.cu)."""
-    best, best_cost = 2, math.inf
-    for c in range(2, MAX_WINDOW + 1):
-        windows = -(-(scalar_bits + 1) // c)
-        cost = windows * (n + 3 * (1 << (c - 1)))
-        if cost < best_cost:
-            best, best_cost = c, cost
-    return best
-
-
-def _mont_words(values: list[int], modulus: int, n_words: int) -> np.ndarray:
+def mont_words(values: list[int], modulus: int, n_words: int) -> np.ndarray:
     """Integers -> Montgomery form (R = 2^(64*n_words)) as an (len, n_words) uint64 array."""
     r_mont = pow(2, 64 * n_words, modulus)
     data = b"".join((v * r_mont % modulus).to_bytes(8 * n_words, "little") for v in values)
     return np.frombuffer(data, dtype="<u8").reshape(len(values), n_words).copy()
 
 
+_mont_words = mont_words  # the name tests and benches used
+
+
 @functools.lru_cache(maxsize=64)
-def _geometric_tables(r: int, x: int, scale: int, log_count: int) -> tuple[np.ndarray, np.ndarray, int]:
+def geometric_tables(r: int, x: int, scale: int, log_count: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(lo, hi, lo_bits) with scale * x^i = lo[i mod 2^lo_bits] * hi[i >> lo_bits] for i < 2^log_count.
 
     Both tables hold about sqrt(2^log_count) elements (ntt.cu: table_power).
@@ -234,7 +346,7 @@ def _geometric_tables(r: int, x: int, scale: int, log_count: int) -> tuple[np.nd
     for _ in range(1 << (log_count - lo_bits)):
         hi.append(v)
         v = v * step % r
-    return _mont_words(lo, r, 4), _mont_words(hi, r, 4), lo_bits
+    return mont_words(lo, r, 4), mont_words(hi, r, 4), lo_bits
 
 
 def _fq2_inv(a: tuple[int, int], q: int) -> tuple[int, int]:
@@ -263,7 +375,8 @@ def _immutable(arr: np.ndarray) -> bool:
 
 
 class _Mirrors:
-    """Device copies of immutable host arrays, least recently used first out, within a budget.
+    """Device copies of immutable host arrays (key sections), least recently used first out,
+    within a budget.
 
     An entry holds a reference to its host array, so that array's memory (and thus its
     address, part of the key) cannot be reused for other data while the entry lives.
@@ -338,6 +451,19 @@ def _guarded(method: Callable) -> Callable:
     return wrapper
 
 
+# ---- settings (one function each: zkqueue.config will replace the environment reads) -----
+
+def device_setting() -> int:
+    """$ZKQUEUE_CUDA_DEVICE: the device ordinal, default 0."""
+    return int(os.environ.get("ZKQUEUE_CUDA_DEVICE", "0"))
+
+
+def cache_bytes_setting() -> int | None:
+    """$ZKQUEUE_CUDA_CACHE_BYTES: device memory for key sections; None (or 0): half the device."""
+    env = os.environ.get("ZKQUEUE_CUDA_CACHE_BYTES")
+    return int(env) or None if env else None
+
+
 # ---- the backend ------------------------------------------------------------------------
 
 class CudaBackend:
@@ -361,7 +487,7 @@ class CudaBackend:
         self.curve = curve
         self._lock = threading.RLock()
         if runtime is None:
-            device = int(os.environ.get("ZKQUEUE_CUDA_DEVICE", "0")) if device is None else device
+            device = device_setting() if device is None else device
             try:
                 runtime = CupyRuntime(curve, device)
             except Exception as exc:  # noqa: BLE001 - classified below; a bug propagates
@@ -373,23 +499,22 @@ class CudaBackend:
         self.rt = runtime
         self.xp = runtime.xp
         if cache_bytes is None:
-            env = os.environ.get("ZKQUEUE_CUDA_CACHE_BYTES")
-            cache_bytes = int(env) if env else self.rt.memory()["device_total_bytes"] // 2
+            cache_bytes = cache_bytes_setting() or self.rt.memory()["device_total_bytes"] // 2
         self._mirrors = _Mirrors(cache_bytes)
         self._outputs: dict[int, tuple[weakref.ref, Any]] = {}
-        self._tables: dict[tuple, tuple[Any, Any, int]] = {}
-        self._q_words = curve.n8q // 8
-        self._scalar_bits = curve.r.bit_length()
+        self._tables: dict[tuple, Any] = {}
+        self.q_words = curve.n8q // 8
+        self.scalar_bits = curve.r.bit_length()
         with self.rt.active():  # allocations land on the pinned device
-            self._dummy = self.xp.zeros(4, dtype=self.xp.uint64)
-            self._b1 = self.rt.upload(_mont_words([curve.b], curve.q, self._q_words))
-            self._b2 = self.rt.upload(_mont_words(list(curve.b2), curve.q, self._q_words))
+            self.dummy = self.xp.zeros(4, dtype=self.xp.uint64)
+            self.b_g1 = self.rt.upload(mont_words([curve.b], curve.q, self.q_words))
+            self.b_g2 = self.rt.upload(mont_words(list(curve.b2), curve.q, self.q_words))
         log.info("cuda backend on %s for %s, kernels %s", self.rt.describe(), curve.name, source_hash())
 
     # -- bookkeeping ------------------------------------------------------------------
 
     def fingerprint(self) -> dict[str, str]:
-        """What produced a proof: backend, device and a hash of the kernel sources."""
+        """What produced a proof: backend, device and a hash of the kernel and host sources."""
         return {"backend": self.name, "device": self.rt.describe(), "kernels": source_hash()}
 
     def memory(self) -> dict[str, int]:
@@ -407,13 +532,22 @@ class CudaBackend:
 
     close = release_memory
 
-    def _input(self, arr: np.ndarray, tag: str = "in"):
-        """The device copy of a host array: a remembered output, a cached mirror, or a new upload."""
+    def remembered(self, arr: np.ndarray):
+        """The device array behind a host array this backend returned, or None."""
         hit = self._outputs.get(id(arr))
         if hit is not None and hit[0]() is arr and not arr.flags.writeable:
             return hit[1]
+        return None
+
+    def input(self, arr: np.ndarray, tag: str = "in", *, key_section: bool = False):
+        """The device copy of a host array: a remembered output, a cached key section, or a
+        new upload. Only key sections (immutable arrays the caller names as such) are cached;
+        a witness or an intermediate is uploaded for this call and freed with it."""
+        dev = self.remembered(arr)
+        if dev is not None:
+            return dev
         arr = np.ascontiguousarray(arr)
-        if _immutable(arr):
+        if key_section and _immutable(arr):
             key = _Mirrors.key(tag, arr)
             dev = self._mirrors.get(key)
             if dev is None:
@@ -422,7 +556,21 @@ class CudaBackend:
             return dev
         return self.rt.upload(arr)
 
-    def _output(self, dev) -> np.ndarray:
+    def key_section_async(self, arr: np.ndarray, tag: str):
+        """(device copy, event) of a key section: cached ones at once (event None), others
+        copied on the copy stream while the device computes (cuda_prove.py)."""
+        arr = np.ascontiguousarray(arr)
+        if not _immutable(arr):
+            return self.rt.upload(arr), None
+        key = _Mirrors.key(tag, arr)
+        dev = self._mirrors.get(key)
+        if dev is not None:
+            return dev, None
+        dev, event = self.rt.upload_async(arr)
+        self._mirrors.put(key, arr, dev, arr.nbytes)
+        return dev, event
+
+    def output(self, dev) -> np.ndarray:
         """A device result as a read-only host array, remembered so that passing it back is free."""
         host = self.rt.download(dev)
         host.flags.writeable = False
@@ -431,19 +579,20 @@ class CudaBackend:
         weakref.finalize(host, self._outputs.pop, ident, None)
         return host
 
-    def _launch(self, name: str, threads: int, *args, block: int = BLOCK) -> None:
-        self.rt.launch(name, threads, args, block=block)
+    def launch(self, name: str, threads: int, *args, **kw) -> None:
+        self.rt.launch(name, threads, args, **kw)
 
-    def _fr_array(self, arr: np.ndarray, what: str, n: int | None = None) -> np.ndarray:
+    def fr_array(self, arr: np.ndarray, what: str, n: int | None = None) -> np.ndarray:
         arr = as_words(arr, 4, what)
         if n is not None and len(arr) != n:
             raise InputError(f"{what}: {len(arr)} elements where {n} were expected", expected=n, found=len(arr))
         return arr
 
-    def _table(self, x: int, scale: int, log_count: int):
-        key = (x, scale, log_count)
+    def table(self, x: int, scale: int, log_count: int):
+        """(lo, hi, lo_bits) on the device: scale * x^i for i < 2^log_count (ntt.cu)."""
+        key = ("powers", x % self.curve.r, scale % self.curve.r, log_count)
         if key not in self._tables:
-            lo, hi, bits = _geometric_tables(self.curve.r, x % self.curve.r, scale, log_count)
+            lo, hi, bits = geometric_tables(self.curve.r, x % self.curve.r, scale, log_count)
             self._tables[key] = (self.rt.upload(lo), self.rt.upload(hi), bits)
         return self._tables[key]
 
@@ -452,26 +601,26 @@ class CudaBackend:
     @_guarded
     def mul(self, a_mont: np.ndarray, b_mont: np.ndarray) -> np.ndarray:
         """Pointwise a * b (Montgomery form in and out)."""
-        a = self._fr_array(a_mont, "mul a")
+        a = self.fr_array(a_mont, "mul a")
         n = len(a)
-        b = self._fr_array(b_mont, "mul b", n)
+        b = self.fr_array(b_mont, "mul b", n)
         out = self.xp.empty((n, 4), dtype=self.xp.uint64)
-        self._launch("fr_mul", n, self._input(a), self._input(b), out, np.uint64(n))
-        return self._output(out)
+        self.launch("fr_mul", n, self.input(a), self.input(b), out, np.uint64(n))
+        return self.output(out)
 
     @_guarded
     def h_scalars(self, a_mont: np.ndarray, b_mont: np.ndarray, c_mont: np.ndarray) -> np.ndarray:
         """a*b - c pointwise, out of Montgomery form: the H MSM's scalars."""
-        a = self._fr_array(a_mont, "h a")
+        a = self.fr_array(a_mont, "h a")
         n = len(a)
-        b, c = self._fr_array(b_mont, "h b", n), self._fr_array(c_mont, "h c", n)
+        b, c = self.fr_array(b_mont, "h b", n), self.fr_array(c_mont, "h c", n)
         out = self.xp.empty((n, 4), dtype=self.xp.uint64)
-        self._launch("fr_h_scalars", n, self._input(a), self._input(b), self._input(c), out, np.uint64(n))
-        return self._output(out)
+        self.launch("fr_h_scalars", n, self.input(a), self.input(b), self.input(c), out, np.uint64(n))
+        return self.output(out)
 
     # -- A and B from the key's coefficients ----------------------------------------------
 
-    def _coef_rows(self, coefs: np.ndarray, domain_size: int):
+    def coef_rows(self, coefs: np.ndarray, domain_size: int):
         """The coefficients sorted by row (A rows, then B rows) as CSR, validated; cached per key.
 
         Returns (row_start u32[2*domain+1], signal u32[m], value (m, 4) u64, max_signal).
@@ -518,6 +667,21 @@ class CudaBackend:
             eq &= words[:, i] == limb
         return gt | eq
 
+    def evaluate_ab_device(self, coefs: np.ndarray, witness_dev, nvars: int, domain_size: int):
+        """A and B evaluations (one (2 * domain, 4) device array: A rows, then B rows).
+
+        Raises FormatError as evaluate_ab."""
+        row_start, signal, value, max_signal = self.coef_rows(coefs, domain_size)
+        if max_signal >= nvars:
+            i = int(self.xp.argmax(signal >= nvars))
+            raise FormatError(f"corrupt .zkey: section 4 (coefficients): an entry names signal "
+                              f"{int(signal[i])}, beyond the witness's {nvars} values", expected=f"< {nvars}",
+                              found=int(signal[i]))
+        rows = 2 * domain_size
+        out = self.xp.empty((rows, 4), dtype=self.xp.uint64)
+        self.launch("fr_evaluate_ab", rows, row_start, signal, value, witness_dev, np.uint64(rows), out)
+        return out
+
     @_guarded
     def evaluate_ab(self, coefs: np.ndarray, witness_std: np.ndarray, domain_size: int
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -527,19 +691,9 @@ class CudaBackend:
             FormatError: a coefficient entry names another matrix, a row outside the domain,
                 a signal beyond the witness, or a value >= r.
         """
-        witness = self._fr_array(witness_std, "witness")
-        nvars = len(witness)
-        row_start, signal, value, max_signal = self._coef_rows(coefs, domain_size)
-        if max_signal >= nvars:
-            i = int(self.xp.argmax(signal >= nvars))
-            raise FormatError(f"corrupt .zkey: section 4 (coefficients): an entry names signal "
-                              f"{int(signal[i])}, beyond the witness's {nvars} values", expected=f"< {nvars}",
-                              found=int(signal[i]))
-        rows = 2 * domain_size
-        out = self.xp.empty((rows, 4), dtype=self.xp.uint64)
-        self._launch("fr_evaluate_ab", rows, row_start, signal, value, self._input(witness, "witness"),
-                     np.uint64(rows), out)
-        return self._output(out[:domain_size]), self._output(out[domain_size:])
+        witness = self.fr_array(witness_std, "witness")
+        out = self.evaluate_ab_device(coefs, self.input(witness), len(witness), domain_size)
+        return self.output(out[:domain_size]), self.output(out[domain_size:])
 
     # -- NTT ------------------------------------------------------------------------------
 
@@ -548,46 +702,20 @@ class CudaBackend:
             ) -> np.ndarray:
         """Forward or inverse NTT over the size-n domain, natural order (see base.Backend.ntt).
 
-        Kernels: ntt_bitrev (with the forward shift g^i), log2(n) x ntt_stage, and for the
-        inverse fr_scale by n^-1 * g^-i.
-
         Raises:
             UnsupportedError: n is not a power of two or exceeds the field's 2-adicity.
         """
-        curve, r = self.curve, self.curve.r
-        values = self._fr_array(values_mont, "ntt values")
+        from . import cuda_ntt
+        curve = self.curve
+        values = self.fr_array(values_mont, "ntt values")
         n = len(values)
         k = n.bit_length() - 1
         if n == 0 or n & (n - 1) or k > curve.two_adicity:
             raise UnsupportedError(f"NTT size {n} is not a power of two up to 2^{curve.two_adicity}",
                                    expected=f"2^k, k <= {curve.two_adicity}", found=n)
-        if coset_shift is not None and coset_shift % r == 0:
+        if coset_shift is not None and coset_shift % curve.r == 0:
             raise InputError("NTT coset shift must be nonzero mod r", found=coset_shift)
-        return self._output(self._ntt_device(self._input(values), k, inverse, coset_shift))
-
-    def _ntt_device(self, x, k: int, inverse: bool, coset_shift: int | None):
-        """The NTT of a device array of 2^k elements into a new device array (no transfers)."""
-        curve, r, n = self.curve, self.curve.r, 1 << k
-        out = self.xp.empty((n, 4), dtype=self.xp.uint64)
-        if not inverse and coset_shift is not None:
-            lo, hi, bits = self._table(coset_shift, 1, k)
-            self._launch("ntt_bitrev", n, x, out, np.uint64(n), np.uint32(k), lo, hi, np.uint32(bits), np.uint32(1))
-        else:
-            self._launch("ntt_bitrev", n, x, out, np.uint64(n), np.uint32(k), self._dummy, self._dummy,
-                         np.uint32(0), np.uint32(0))
-        omega = curve.root_of_unity(k)
-        if inverse:
-            omega = pow(omega, -1, r)
-        if k > 0:
-            lo, hi, bits = self._table(omega, 1, k - 1)
-            for log_h in range(k):
-                self._launch("ntt_stage", n // 2, out, np.uint64(n), np.uint32(k), np.uint32(log_h), lo, hi,
-                             np.uint32(bits))
-        if inverse and n > 1:
-            g_inv = pow(coset_shift, -1, r) if coset_shift is not None else 1
-            lo, hi, bits = self._table(g_inv, pow(n, -1, r), k)
-            self._launch("fr_scale", n, out, np.uint64(n), lo, hi, np.uint32(bits))
-        return out
+        return self.output(cuda_ntt.natural(self, self.input(values), k, inverse, coset_shift))
 
     # -- MSM ------------------------------------------------------------------------------
 
@@ -609,76 +737,31 @@ class CudaBackend:
         """
         return self._msm("g2", points, scalars_std)
 
+    def coord_words(self, group: str) -> int:
+        return self.q_words * (1 if group == "g1" else 2)
+
     def _msm(self, group: str, points: np.ndarray, scalars: np.ndarray) -> bytes:
-        """msm.cu's steps 1-5; the points are fed in chunks of at most SORT_ENTRIES / windows."""
-        xp = self.xp
-        coord = self._q_words * (1 if group == "g1" else 2)  # words per coordinate
+        from . import cuda_msm
+        coord = self.coord_words(group)
         points = as_words(points, 2 * coord, f"msm_{group} points")
         n = len(points)
-        scalars = self._fr_array(scalars, f"msm_{group} scalars", n)
+        scalars = self.fr_array(scalars, f"msm_{group} scalars", n)
         if n == 0:
             return bytes(16 * coord)
         if n >= 1 << 31:
             raise UnsupportedError(f"msm_{group}: at most 2^31 - 1 points", found=n)
-        pts = self._input(points, "points")
-        sc = self._input(scalars)
-        c = choose_window(n, self._scalar_bits)
-        windows = -(-(self._scalar_bits + 1) // c)
-        half = 1 << (c - 1)
-        xyzz = 4 * coord
-        buckets = xp.zeros((windows * half, xyzz), dtype=xp.uint64)
-        bad = xp.full(1, U64_MAX, dtype=xp.uint64)
-        chunk = max(1, SORT_ENTRIES // windows)
-        for start in range(0, n, chunk):
-            end = min(n, start + chunk)
-            count = end - start
-            counts = xp.zeros(windows * half, dtype=xp.uint32)
-            self._launch("msm_count", count, sc[start:end], np.uint64(count), np.uint32(c), np.uint32(windows),
-                         counts, bad)
-            ends = xp.cumsum(counts, dtype=xp.uint64)
-            m = int(ends[-1])
-            bad_index = int(bad[0])
-            if bad_index != int(U64_MAX):
-                raise InputError(f"msm_{group}: scalar {start + bad_index} is not below r",
-                                 expected=f"< {self.curve.r}", found=start + bad_index)
-            if m == 0:
-                continue
-            cursor = (ends - counts).astype(xp.uint32)
-            keys = xp.empty(m, dtype=xp.uint32)
-            vals = xp.empty(m, dtype=xp.uint32)
-            self._launch("msm_scatter", count, sc[start:end], np.uint64(count), np.uint32(c), np.uint32(windows),
-                         cursor, keys, vals)
-            del counts, cursor, ends
-            self._reduce_levels(group, keys, pts[start:end], vals, m, buckets)
-        groups = max(1, math.isqrt(2 * half))
-        parts = xp.empty((windows * groups, xyzz), dtype=xp.uint64)
-        self._launch(f"msm_window_parts_{group}", windows * groups, buckets, np.uint32(windows), np.uint32(c),
-                     np.uint32(groups), parts)
-        sums = xp.empty((windows, xyzz), dtype=xp.uint64)
-        self._launch(f"msm_window_sums_{group}", windows, parts, np.uint32(windows), np.uint32(groups), sums)
-        out = xp.empty((1, xyzz), dtype=xp.uint64)
-        self._launch(f"msm_finish_{group}", 1, sums, np.uint32(windows), np.uint32(c), out, block=32)
-        return self._xyzz_to_lem(group, self.rt.download(out)[0])
+        sc = self.input(scalars)
+        if n <= cuda_msm.SMALL_MSM:
+            xyzz = self.rt.upload(cuda_msm.affine_to_xyzz(self, group, np.asarray(points)))
+            out, bad = cuda_msm.small(self, group, xyzz, sc, groups=1, terms=n)
+        else:
+            out, bad = cuda_msm.msm(self, group, self.input(points, "points", key_section=True), sc, n)
+        cuda_msm.raise_bad_scalar(self, group, bad)
+        return self.xyzz_to_lem(group, self.rt.download(out)[0])
 
-    def _reduce_levels(self, group: str, keys, pts, vals, m: int, buckets) -> None:
-        """msm.cu step 3: levels of the segmented sum until one slice is left."""
-        xp = self.xp
-        xyzz = buckets.shape[1]
-        kernel, inputs = f"msm_level_points_{group}", (keys, pts, vals)
-        while True:
-            slices = -(-m // LEVEL_SLICE)
-            if slices == 1:
-                self._launch(kernel, 1, *inputs, np.uint64(m), np.uint32(LEVEL_SLICE), self._dummy.view(xp.uint32),
-                             self._dummy, buckets, block=32)
-                return
-            out_keys = xp.empty(2 * slices, dtype=xp.uint32)
-            out_parts = xp.empty((2 * slices, xyzz), dtype=xp.uint64)
-            self._launch(kernel, slices, *inputs, np.uint64(m), np.uint32(LEVEL_SLICE), out_keys, out_parts, buckets)
-            kernel, inputs, m = f"msm_level_parts_{group}", (out_keys, out_parts), 2 * slices
-
-    def _xyzz_to_lem(self, group: str, words: np.ndarray) -> bytes:
+    def xyzz_to_lem(self, group: str, words: np.ndarray) -> bytes:
         """An XYZZ result (Montgomery words) as affine LEM bytes: x = X/ZZ, y = Y/ZZZ."""
-        q, nw = self.curve.q, self._q_words
+        q, nw = self.curve.q, self.q_words
         r_inv = pow(pow(2, 64 * nw, q), -1, q)
         ints = [int.from_bytes(words[i * nw:(i + 1) * nw].tobytes(), "little") * r_inv % q
                 for i in range(len(words) // nw)]
@@ -693,6 +776,26 @@ class CudaBackend:
             return bytes(4 * self.curve.n8q)
         x, y = _fq2_mul(X, _fq2_inv(ZZ, q), q), _fq2_mul(Y, _fq2_inv(ZZZ, q), q)
         return b"".join(fq_to_lem(self.curve, v) for v in (*x, *y))
+
+    # -- the whole proof ------------------------------------------------------------------
+
+    @_guarded
+    def prove_whole(self, zkey, witness_std: np.ndarray, r: int, s: int, *, cancel=None
+                    ) -> tuple[bytes, bytes, bytes]:
+        """The proof points (pi_a, pi_b, pi_c as affine LEM bytes) for blinding scalars r, s,
+        with every intermediate on the device (cuda_prove.py); groth16.prover.prove calls it
+        in place of the step-by-step kernels, for the same points.
+
+        `cancel`: a ctypes c_int another thread may set to 1 to stop before the next step.
+
+        Raises:
+            FormatError: a bad coefficient entry.
+            MismatchError: the witness length is not the key's.
+            InputError: a witness value >= r.
+            Cancelled: `cancel` was set.
+        """
+        from . import cuda_prove
+        return cuda_prove.prove(self, zkey, witness_std, r, s, cancel=cancel)
 
     # -- point checks ---------------------------------------------------------------------
 
@@ -713,16 +816,21 @@ class CudaBackend:
         self._check("g2", points)
 
     def _check(self, group: str, points: np.ndarray) -> None:
-        coord = self._q_words * (1 if group == "g1" else 2)
-        points = as_words(points, 2 * coord, f"{group.upper()} point")
+        points = as_words(points, 2 * self.coord_words(group), f"{group.upper()} point")
         n = len(points)
         if n == 0:
             return
         bad = self.xp.full(1, U64_MAX, dtype=self.xp.uint64)
-        self._launch(f"check_{group}", n, self._input(points, "points"), np.uint64(n),
-                     self._b1 if group == "g1" else self._b2, bad)
+        self.launch(f"check_{group}", n, self.input(points, "points", key_section=True), np.uint64(n),
+                    self.b_g1 if group == "g1" else self.b_g2, bad)
         code = int(bad[0])
         if code != int(U64_MAX):
             i, off_curve = code >> 1, code & 1
             why = "is not on the curve" if off_curve else "has a coordinate that is not below q"
             raise FormatError(f"point {i} {why}", found=i)
+
+
+def check_cancel(cancel) -> None:
+    """Raises Cancelled when the caller's flag (a ctypes c_int, or None) is set."""
+    if cancel is not None and cancel.value:
+        raise Cancelled("the prove was cancelled")

@@ -1,19 +1,25 @@
-"""Host emulation of the CUDA backend's runtime: the real .cu kernels, compiled by g++.
+"""Host emulation of the CUDA backend's runtime: the real .cu kernels, compiled by g++, run
+as blocks of virtual threads with their data races checked.
 
 `CudaBackend(curve, runtime=EmulatedRuntime(curve))` runs every kernel of
 groth16/kernels/*.cu, in the order and with the arguments the backend uses on a GPU, as
-plain C++ on the CPU with numpy arrays standing in for device arrays. The kernels are
-grid-stride loops, so the emulation launches each one as a grid of one block of one thread
-(device.cuh), which then does all the work. Field and point arithmetic use the GPU's 32-bit
-limbs.
+C++ on the CPU with numpy arrays standing in for device arrays. Each launch runs as the
+blocks of threads a GPU would run (up to MAX_GRID blocks; the kernels' grid-stride loops
+cover the rest), blocks in a random order and the threads of a block as fibers in a random
+order; warp operations complete in lockstep over the warp's 32 lanes, __syncthreads over
+the block. Every load and store of an argument array is checked against an ownership
+record (groth16/kernels/emu.cuh): a write-write, read-after-write or write-after-read
+between two threads of one launch, and any access outside the arguments, fail the launch
+with EmulatedRaceError naming the kernel, the threads and the argument.
 
-What this checks: the arithmetic, the algorithms (digit recoding, counting sort, the
-segmented bucket sum, window reduction, NTT stages, CSR evaluation), the host
-orchestration in cuda.py, and that the concatenated module is valid C++. What it cannot:
-races between threads, the warp-level atomics (device.cuh's CUDA branch), NVRTC itself and
-launch limits; those need a GPU (tests/test_cuda_backend.py, bench/gpu_check.sh).
+What this checks: the arithmetic on the GPU's 32-bit limbs (the portable path; the PTX
+carry chains run as an exact model in the self-test), the algorithms, the warp-aggregated
+atomics, shared-memory passes with their barriers, the host orchestration in cuda.py, and
+that kernels do not race. What it cannot: NVRTC and PTX themselves, memory ordering a GPU
+would add, launch limits, timing; those need a GPU (tests/test_cuda_backend.py,
+bench/gpu_check.sh).
 
-Slow (one core, no parallelism): for tests on small inputs only.
+Slow (one core): for tests on small inputs only.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import random
 import shutil
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -33,55 +41,14 @@ import numpy as np
 from ..curves import Curve
 from ..errors import NativeBuildError
 from ..native import cache_dir
-from .cuda import KERNEL_DIR, module_source
+from . import cuda
 
 CXX_FLAGS = ("-O1", "-std=c++17", "-fPIC", "-shared", "-w")
+MAX_GRID = 8          # blocks per launch at most (grid-stride kernels cover the rest)
+ERROR_BYTES = 1024
 
 _lock = threading.Lock()
 _libs: dict[str, ctypes.CDLL] = {}
-
-
-def build(curve: Curve) -> Path:
-    """Compiles the curve's CUDA module as a host shared library (cached by source hash)."""
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        raise NativeBuildError("no C++ compiler for the CUDA emulation", expected="g++", found="none")
-    source = module_source(curve)
-    key = hashlib.sha256((source + cxx + " ".join(CXX_FLAGS)).encode()).hexdigest()[:20]
-    target = cache_dir() / "cuda-emu" / key / f"zkq_cuda_emu_{curve.name}.so"
-    if target.exists():
-        return target
-    target.parent.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent.parent))
-    try:
-        out = tmp / target.name
-        proc = subprocess.run([cxx, *CXX_FLAGS, "-x", "c++", "-I", str(KERNEL_DIR), "-", "-o", str(out)],
-                              input=source, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise NativeBuildError(f"the CUDA kernels do not compile as C++ for the emulation:\n"
-                                   f"{proc.stderr[-4000:]}")
-        try:
-            tmp.rename(target.parent)
-        except OSError:
-            if not target.exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
-def _arg(a):
-    if isinstance(a, np.ndarray):
-        if not a.flags.c_contiguous:
-            raise ValueError("emulated kernel arguments must be contiguous arrays")
-        return ctypes.c_void_p(a.ctypes.data)
-    if isinstance(a, np.uint64):
-        return ctypes.c_uint64(int(a))
-    if isinstance(a, np.uint32):
-        return ctypes.c_uint32(int(a))
-    if isinstance(a, np.int32):
-        return ctypes.c_int32(int(a))
-    raise TypeError(f"unsupported kernel argument {type(a).__name__}: pass numpy arrays or numpy scalars")
 
 
 class EmulatedDeviceError(RuntimeError):
@@ -92,30 +59,150 @@ class EmulatedDeviceError(RuntimeError):
     """
 
 
+class EmulatedRaceError(RuntimeError):
+    """A kernel raced with itself (or read out of bounds, or misused a warp operation or
+    barrier) in the emulation. A bug in a kernel: never converted into a backend error."""
+
+
+class _Region(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_uint64), ("bytes", ctypes.c_uint64)]
+
+
+class _Launch(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint64), ("block", ctypes.c_uint64), ("seed", ctypes.c_uint64),
+                ("dyn_shared_bytes", ctypes.c_uint64), ("n_regions", ctypes.c_uint64),
+                ("regions", ctypes.POINTER(_Region)), ("error", ctypes.c_char_p), ("error_cap", ctypes.c_uint64)]
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise NativeBuildError("no C++ compiler for the CUDA emulation", expected="g++", found="none")
+    return cxx
+
+
+def build(curve: Curve, unit: str) -> Path:
+    """Compiles one module unit of a curve (cuda.UNITS) as a host shared library, cached
+    by the hash of its text, the compiler and the flags."""
+    cxx = _compiler()
+    source = cuda.module_source(curve, unit)
+    key = hashlib.sha256((source + cxx + " ".join(CXX_FLAGS)).encode()).hexdigest()[:20]
+    target = cache_dir() / "cuda-emu" / key / f"zkq_emu_{curve.name}_{unit}.so"
+    if target.exists():
+        return target
+    target.parent.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent.parent))
+    try:
+        out = tmp / target.name
+        proc = subprocess.run([cxx, *CXX_FLAGS, "-x", "c++", "-I", str(cuda.KERNEL_DIR), "-", "-o", str(out)],
+                              input=source, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NativeBuildError(f"the CUDA kernels ({curve.name}, {unit}) do not compile as C++ for the "
+                                   f"emulation:\n{proc.stderr[-4000:]}")
+        try:
+            tmp.rename(target.parent)
+        except OSError:
+            if not target.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    with _lock:
+        if str(path) not in _libs:
+            _libs[str(path)] = ctypes.CDLL(str(path))
+        return _libs[str(path)]
+
+
+_SCALARS = {np.uint64: ("Q", ctypes.c_uint64), np.uint32: ("I", ctypes.c_uint32), np.int32: ("i", ctypes.c_int32)}
+
+
 class EmulatedRuntime:
     """The CupyRuntime interface over numpy arrays and the g++-compiled kernels."""
 
     xp = np
 
-    def __init__(self, curve: Curve):
-        path = str(build(curve))
-        with _lock:
-            if path not in _libs:
-                _libs[path] = ctypes.CDLL(path)
-            self.lib = _libs[path]
+    def __init__(self, curve: Curve, *, seed: int | None = None):
+        units = [u for u in cuda.UNITS if u != "selftest"]
+        with ThreadPoolExecutor(len(units)) as pool:   # g++ runs the units side by side
+            paths = dict(zip(units, pool.map(lambda u: build(curve, u), units)))
+        self.curve = curve
+        self._libs = {u: _load(p) for u, p in paths.items()}
+        self._entries: dict[str, tuple] = {}
+        self._rng = random.Random(seed)
         self.launches: list[str] = []  # kernel names in launch order (tests look at it)
 
     def active(self):
         return nullcontext()
 
-    def launch(self, name: str, threads: int, args: tuple, *, block: int = 256) -> None:
+    def stream(self):
+        """A stream context (the emulation runs everything in order)."""
+        return nullcontext()
+
+    def record(self):
+        """An event marking the work launched so far (nothing to wait for here)."""
+        return None
+
+    def wait(self, event) -> None:
+        pass
+
+    def _entry(self, name: str):
+        hit = self._entries.get(name)
+        if hit is None:
+            unit = cuda.unit_of(name)
+            if unit not in self._libs:
+                self._libs[unit] = _load(build(self.curve, unit))
+            lib = self._libs[unit]
+            fn = getattr(lib, name)
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.POINTER(_Launch), ctypes.c_void_p]
+            sig_fn = getattr(lib, f"{name}_zkq_signature")
+            sig_fn.restype = ctypes.c_char_p
+            hit = self._entries[name] = (fn, sig_fn().decode())
+        return hit
+
+    def launch(self, name: str, threads: int, args: tuple, *, block: int = 256, grid: int | None = None,
+               shared_bytes: int = 0) -> None:
+        """Runs kernel `name` as `grid` blocks (default: enough for `threads`, at most MAX_GRID)
+        of `block` threads, checking every access. Raises EmulatedRaceError when it races."""
         self.launches.append(name)
-        fn = getattr(self.lib, name)
-        fn.restype = None
-        fn(*(_arg(a) for a in args))
+        fn, sig = self._entry(name)
+        if len(sig) != len(args):
+            raise TypeError(f"{name} takes {len(sig)} arguments ({sig}), {len(args)} given")
+        keep, regions = [], (_Region * max(1, len(args)))()
+        argv = (ctypes.c_void_p * max(1, len(args)))()
+        for i, (kind, a) in enumerate(zip(sig, args)):
+            if kind == "p":
+                if not isinstance(a, np.ndarray):
+                    raise TypeError(f"{name} argument {i} must be an array, not {type(a).__name__}")
+                if not a.flags.c_contiguous:
+                    raise ValueError(f"{name} argument {i}: emulated kernel arrays must be contiguous")
+                value = ctypes.c_void_p(a.ctypes.data)
+                regions[i] = _Region(a.ctypes.data, a.nbytes)
+            else:
+                want = next((k for t, (k, _) in _SCALARS.items() if isinstance(a, t)), None)
+                if want != kind:
+                    raise TypeError(f"{name} argument {i} must be of kind {kind!r} (signature {sig}), "
+                                    f"not {type(a).__name__}")
+                value = _SCALARS[type(a)][1](int(a))
+            keep.append(value)
+            argv[i] = ctypes.cast(ctypes.pointer(value), ctypes.c_void_p)
+        blocks = grid if grid is not None else max(1, min(-(-threads // block), MAX_GRID))
+        error = ctypes.create_string_buffer(ERROR_BYTES)
+        launch = _Launch(blocks, block, self._rng.getrandbits(63) | 1, shared_bytes, len(args),
+                         ctypes.cast(regions, ctypes.POINTER(_Region)), ctypes.cast(error, ctypes.c_char_p),
+                         ERROR_BYTES)
+        if fn(ctypes.byref(launch), argv) != 0:
+            raise EmulatedRaceError(error.value.decode(errors="replace"))
 
     def upload(self, host: np.ndarray) -> np.ndarray:
         return np.array(host, copy=True, order="C")
+
+    def upload_async(self, host: np.ndarray):
+        """(device copy, event): as CupyRuntime's copy on the copy stream."""
+        return self.upload(host), None
 
     def download(self, dev: np.ndarray) -> np.ndarray:
         return np.array(dev, copy=True, order="C")
@@ -132,7 +219,8 @@ class EmulatedRuntime:
 
     def error_kind(self, exc: BaseException) -> str | None:
         """As CupyRuntime.error_kind: host memory stands in for the device's, and
-        EmulatedDeviceError for a CUDA runtime or driver error; anything else is a bug."""
+        EmulatedDeviceError for a CUDA runtime or driver error; anything else (a race
+        included) is a bug."""
         if isinstance(exc, MemoryError):
             return "oom"
         if isinstance(exc, EmulatedDeviceError):
@@ -140,4 +228,4 @@ class EmulatedRuntime:
         return None
 
     def describe(self) -> str:
-        return "host emulation (g++)"
+        return "host emulation (g++, threaded)"

@@ -9,13 +9,28 @@
 // infinity, doubling and P + (-P) itself, so callers may add any two points.
 //
 // Plain C++ like the other headers: compiled for the GPU by nvcc/NVRTC, and for the host by
-// g++ in tests/test_cuda_emulation.py. dbl, add_affine and + are ZKQ_HD_CALL (common.cuh):
-// real calls on the GPU rather than inlined at every use, which keeps NVRTC's compile time
-// under a minute per curve.
+// g++ (the emulation, groth16/backends/cuda_emu.py). On the GPU only G1's mixed addition
+// (add_affine over Fq: the MSM's bucket accumulation, nearly all of its additions) is
+// inlined where it is used, so those points stay in registers. Everything else is a real
+// call (ZKQ_HD_CALL, common.cuh): G2's operations (inlined, each use of a BLS12-381 G2
+// addition is tens of thousands of instructions), and the general addition and doubling of
+// both groups, which the trees and reductions use a few thousand times per MSM against the
+// accumulation's n per window; inlining those too made ptxas take seven minutes on G1 alone.
 #pragma once
 #include "curve.cuh"
+#include "fq2.cuh"
 
 namespace zkq {
+
+// Whether Xyzz<F>'s mixed addition is a call (G2) rather than inlined (G1).
+template <class F>
+struct xyzz_calls {
+    static constexpr bool value = false;
+};
+template <class B>
+struct xyzz_calls<Fp2<B>> {
+    static constexpr bool value = true;
+};
 
 template <class F>
 struct Xyzz {
@@ -28,8 +43,18 @@ struct Xyzz {
     ZKQ_HD bool is_inf() const { return ZZ.is_zero(); }
     ZKQ_HD Xyzz operator-() const { return {X, -Y, ZZ, ZZZ}; }
 
+    ZKQ_HD Xyzz dbl() const { return dbl_call(); }
+    ZKQ_HD Xyzz add_affine(const Affine<F>& q) const {
+        if constexpr (xyzz_calls<F>::value) return add_affine_call(q);
+        else return add_affine_body(q);
+    }
+    ZKQ_HD Xyzz operator+(const Xyzz& q) const { return add_call(q); }
+    ZKQ_HD_CALL Xyzz dbl_call() const { return dbl_body(); }
+    ZKQ_HD_CALL Xyzz add_affine_call(const Affine<F>& q) const { return add_affine_body(q); }
+    ZKQ_HD_CALL Xyzz add_call(const Xyzz& q) const { return add_body(q); }
+
     // dbl-2008-s-1 (a = 0): 2M + 4S + 3M for the Z's. A point with y = 0 doubles to ZZ = 0.
-    ZKQ_HD_CALL Xyzz dbl() const {
+    ZKQ_HD Xyzz dbl_body() const {
         if (is_inf()) return *this;
         F U = Y.dbl(), V = U.sqr(), W = U * V, S = X * V;
         F XX = X.sqr(), M = XX.dbl() + XX;
@@ -42,7 +67,7 @@ struct Xyzz {
     }
 
     // madd-2008-s: this + q for an affine q (8M + 2S).
-    ZKQ_HD_CALL Xyzz add_affine(const Affine<F>& q) const {
+    ZKQ_HD Xyzz add_affine_body(const Affine<F>& q) const {
         if (q.is_inf()) return *this;
         if (is_inf()) return from_affine(q);
         F U2 = q.x * ZZ, S2 = q.y * ZZZ;
@@ -58,7 +83,7 @@ struct Xyzz {
     }
 
     // add-2008-s: this + q (12M + 2S).
-    ZKQ_HD_CALL Xyzz operator+(const Xyzz& q) const {
+    ZKQ_HD Xyzz add_body(const Xyzz& q) const {
         if (q.is_inf()) return *this;
         if (is_inf()) return q;
         F U1 = X * q.ZZ, U2 = q.X * ZZ;
