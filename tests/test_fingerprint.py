@@ -1,7 +1,7 @@
 """A worker's fingerprint names the code that runs on its device.
 
-A CUDA worker's kernel hash covers the .cu files and the .cuh headers; a CPU worker's the
-headers and the C++ sources. Edits are made to a copy of groth16/kernels that both loaders
+A CUDA worker's kernel hash covers the .cu files, the .cuh headers and the backend modules
+that drive them (cuda*.py); a CPU worker's the headers and the C++ sources. Edits are made to a copy of groth16/kernels that both loaders
 are pointed at (their KERNEL_DIR), never to the real files.
 """
 
@@ -58,6 +58,28 @@ def test_cuda_source_changes_only_cuda_workers(kernels):
     assert after["cpu"] == before["cpu"]
 
 
+@pytest.mark.parametrize("module", cuda.HOST_SOURCES)
+def test_cuda_host_module_changes_only_cuda_workers(kernels, tmp_path, monkeypatch, module):
+    """The backend's Python modules decide what the GPU computes too (window width, unit
+    splits, NTT passes, kernel order): editing one changes CUDA workers' hashes only."""
+    copy = tmp_path / "backends"
+    copy.mkdir()
+    for name in cuda.HOST_SOURCES:
+        shutil.copy(cuda.BACKEND_DIR / name, copy / name)
+    monkeypatch.setattr(cuda, "BACKEND_DIR", copy)
+    before = hashes()
+    edit(copy / module)
+    after = hashes()
+    assert after["cuda"][0] != before["cuda"][0] and after["cuda"][1] != before["cuda"][1]
+    assert after["cpu"] == before["cpu"]
+
+
+def test_cuda_hash_covers_the_backend_modules_that_drive_the_kernels():
+    """Every cuda*.py of the backend but the emulation (which runs no GPU) is hashed."""
+    drivers = {p.name for p in cuda.BACKEND_DIR.glob("cuda*.py")} - {"cuda_emu.py"}
+    assert drivers == {p.name for p in cuda.host_sources()}
+
+
 def test_cpu_source_changes_only_cpu_workers(kernels):
     before = hashes()
     edit(kernels / "cpu" / "msm_g1.cpp")
@@ -75,21 +97,24 @@ def test_shared_header_changes_both(kernels):
 
 
 def test_cuda_hash_covers_every_file_the_module_is_built_from(tmp_path):
-    """Every file of groth16/kernels that the CUDA translation unit pulls in, as the
-    preprocessor sees it for a CUDA compile (g++ -M with __CUDACC__ defined), is hashed."""
+    """Every file of groth16/kernels that a CUDA translation unit pulls in, as the
+    preprocessor sees it for a CUDA compile and for the emulation's (g++ -M with and without
+    __CUDACC__ defined), is hashed, for every unit."""
     from zkqueue.groth16 import curves
-    src = tmp_path / "module.cu"
-    src.write_text(cuda.module_source(curves.BN128))
-    proc = subprocess.run(["g++", "-M", "-MG", "-x", "c++", "-D__CUDACC__", f"-I{cuda.KERNEL_DIR}", str(src)],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
     kernel_dir = cuda.KERNEL_DIR.resolve()
-    deps = {Path(d).resolve() for d in proc.stdout.replace("\\\n", " ").split()[1:]}
-    used = {d.relative_to(kernel_dir).as_posix() for d in deps if d.is_relative_to(kernel_dir)}
     hashed = {p.relative_to(kernel_dir).as_posix() for p in (q.resolve() for q in cuda.kernel_sources())}
-    assert "device.cuh" in used and "field.cuh" in used
-    assert used <= hashed, used - hashed
-    assert set(cuda.CU_FILES) <= hashed
+    for unit, (files, _) in cuda.UNITS.items():
+        src = tmp_path / f"{unit}.cu"
+        src.write_text(cuda.module_source(curves.BN128, unit))
+        for flags in (["-D__CUDACC__"], []):
+            proc = subprocess.run(["g++", "-M", "-MG", "-x", "c++", *flags, f"-I{cuda.KERNEL_DIR}", str(src)],
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+            deps = {Path(d).resolve() for d in proc.stdout.replace("\\\n", " ").split()[1:]}
+            used = {d.relative_to(kernel_dir).as_posix() for d in deps if d.is_relative_to(kernel_dir)}
+            assert "device.cuh" in used and "field.cuh" in used
+            assert used <= hashed, used - hashed
+        assert set(files) <= hashed
 
 
 def test_cuda_build_names_device_and_toolchain():

@@ -1,12 +1,14 @@
 """A worker's fingerprint: enough to find the machine, device and build behind a proof.
 
-`kernel_hash` names the sources that run on the worker's device: for a CUDA worker the .cu
-files and every .cuh header (groth16.backends.cuda.kernel_sources), for a CPU worker the
-shared headers and the C++ sources (groth16.native.kernel_sources). `build` adds what turns
+`kernel_hash` names the sources that decide what the worker's device computes: for a CUDA
+worker the .cu files, every .cuh header and the backend's Python modules that choose window
+widths, splits, passes and kernel order (groth16.backends.cuda.source_hash: kernel_sources
+and host_sources), for a CPU worker the shared headers and the C++ sources
+(groth16.native.kernel_sources). `build` adds what turns
 those sources into machine code: for the CPU the compiler, its flags and the CPU's features
 (native.build_key); for CUDA the CuPy and NVRTC versions, the compile options, the driver
-and the device name. So a change to msm.cu changes every CUDA worker's hashes and no CPU
-worker's, and a new NVRTC changes a CUDA worker's build.
+and the device name. So a change to msm.cu or cuda_msm.py changes every CUDA worker's hashes
+and no CPU worker's, and a new NVRTC changes a CUDA worker's build.
 
 Everything here is read from files and package metadata (NVRTC's version from its library
 only when no wheel names it): nothing imports cupy or initialises CUDA, because the
