@@ -85,8 +85,11 @@ def fit_key_cache(budget_bytes: int, device: str) -> int:
         try:   # NVML only: CUDA must not be initialised in this (parent) process
             import pynvml
             pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(int(device.partition(":")[2]))
-            limits["GPU memory free"] = pynvml.nvmlDeviceGetMemoryInfo(handle).free
+            try:   # and shut down again: the pool child is forked from this process
+                handle = pynvml.nvmlDeviceGetHandleByIndex(int(device.partition(":")[2]))
+                limits["GPU memory free"] = pynvml.nvmlDeviceGetMemoryInfo(handle).free
+            finally:
+                pynvml.nvmlShutdown()
         except Exception as exc:  # noqa: BLE001 - no NVML: the host limit still applies
             log.warning("cannot read GPU memory through NVML: %s", exc)
     what, available = min(limits.items(), key=lambda kv: kv[1])

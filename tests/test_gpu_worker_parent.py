@@ -28,11 +28,19 @@ from queue_support import ROOT, queue, wait_until  # noqa: F401  (queue is a fix
 
 GPU_NAME = "NVIDIA H200 (stand-in NVML)"
 
-STAND_IN_NVML = f'''"""Stand-in NVML (tests/test_gpu_worker_parent.py): one GPU, driver 580, CUDA 13.0."""
+STAND_IN_NVML = f'''"""Stand-in NVML (tests/test_gpu_worker_parent.py): one GPU, driver 580, CUDA 13.0.
+Each nvmlInit and nvmlShutdown appends "init PID" or "shutdown PID" to $ZKQ_TEST_NVML_LOG."""
+import os
 from types import SimpleNamespace
 
-def nvmlInit(): pass
-def nvmlShutdown(): pass
+def _log(what):
+    path = os.environ.get("ZKQ_TEST_NVML_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write("%s %d\\n" % (what, os.getpid()))
+
+def nvmlInit(): _log("init")
+def nvmlShutdown(): _log("shutdown")
 def nvmlSystemGetDriverVersion(): return "580.159.03"
 def nvmlSystemGetCudaDriverVersion(): return 13000
 def nvmlDeviceGetCount(): return 1
@@ -72,6 +80,7 @@ def stand_in_env(stand_ins, base: dict | None = None) -> dict:
     env = dict(base or os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(folder), str(ROOT), env.get("PYTHONPATH", "")])
     env["ZKQ_TEST_CUPY_IMPORT_LOG"] = str(log)
+    env["ZKQ_TEST_NVML_LOG"] = str(log.with_name("nvml.log"))
     return env
 
 
@@ -127,6 +136,12 @@ def test_gpu_worker_parent_forks_its_pool_without_initialising_cuda(queue, stand
         imports = log.read_text() if log.exists() else ""
         assert f"pid {proc.pid} " not in imports, f"the worker parent imported CuPy:\n{imports}"
         assert imports == "", f"a worker process imported CuPy before any task:\n{imports}"
+        # The parent used NVML (devices, driver, free memory) and shut it down every time
+        # before its pool child was forked: nothing of NVML's state is inherited.
+        calls = log.with_name("nvml.log").read_text().split("\n")
+        parent = [c.split()[0] for c in calls if c.endswith(f" {proc.pid}")]
+        assert parent.count("init") >= 1 and parent.count("init") == parent.count("shutdown"), calls
+        assert all(parent[i] == ("init" if i % 2 == 0 else "shutdown") for i in range(len(parent))), parent
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
