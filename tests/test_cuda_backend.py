@@ -3,21 +3,26 @@
 Marked `gpu`: skipped wherever CuPy sees no usable device (cuda_status says why). On a GPU
 machine, bench/gpu_check.sh runs this file first. Inputs mix zeros, infinity, repeated and
 negated points, scalars >= r/2 and odd sizes, and sizes large enough to exercise what the
-host emulation (test_cuda_emulation.py) cannot: many threads per bucket, the warp-level
-atomics, several levels of the bucket sum, chunked sorts.
+host emulation (test_cuda_emulation.py) cannot: the PTX carry chains themselves, thousands
+of threads per launch, heavy buckets split into thousands of units, chunked sorts, NVRTC's
+cubins, streams.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 
 import numpy as np
 import pytest
 
-from conftest import fixture_dir
+from conftest import ROOT, fixture_dir
 from ec_reference import Group, expected_msm, random_points, scalar_rows, special_scalars
 from zkqueue.groth16 import curves
 from zkqueue.groth16.errors import InputError
+
+sys.path.insert(0, str(ROOT / "bench"))
+from gpu_fold import fold_scalars  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 CURVES = [curves.BN128, curves.BLS12381]
@@ -123,6 +128,62 @@ def test_msm_bad_scalar(pair):
         cu.msm_g1(np.asarray(key.h_query[:100]), sc)
 
 
+@pytest.mark.parametrize("field", ["fq", "fr"])
+def test_ptx_carry_chains_match_the_model_and_python(pair, field):
+    """selftest.cu on the GPU: the PTX product, square, sum and difference (the hardware's
+    carry flag) equal the portable path, the instruction model and Python."""
+    cu, _ = pair
+    curve = cu.curve
+    p = curve.q if field == "fq" else curve.r
+    words = curve.n8q // 8 if field == "fq" else 4
+    rng = random.Random(11)
+    edge = [0, 1, 2, p - 1, p - 2, pow(2, 64 * words, p), p // 2, p // 2 + 1]
+    xs = edge + [rng.randrange(p) for _ in range(5000)]
+    ys = edge[::-1] + [rng.randrange(p) for _ in range(5000)]
+    n = len(xs)
+
+    def rows(vals):
+        return np.frombuffer(b"".join(v.to_bytes(8 * words, "little") for v in vals), "<u8").reshape(n, words)
+
+    out = cu.xp.zeros((n * 9, words), dtype=cu.xp.uint64)
+    cu.rt.launch(f"selftest_{field}", n, (cu.rt.upload(rows(xs)), cu.rt.upload(rows(ys)), np.uint64(n), out))
+    got = [int.from_bytes(row.tobytes(), "little") for row in cu.rt.download(out)]
+    r_inv = pow(2, -64 * words, p)
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        want = [x * y * r_inv % p] * 3 + [x * x * r_inv % p] * 2 + [(x + y) % p] * 2 + [(x - y) % p] * 2
+        assert got[9 * i:9 * i + 9] == want, (i, x, y)
+
+
+@pytest.mark.parametrize("g2", [False, True], ids=["g1", "g2"])
+@pytest.mark.parametrize("kind", ["random", "bits"])
+def test_msm_folded_at_2_20(pair, g2, kind):
+    """2^20 tiled fixture points (16-bit windows are chosen at 2^24; 2^20 takes 12-13): the
+    sum equals the CPU backend's MSM over the base points with folded scalars."""
+    cu, cpu = pair
+    key, _ = fixture_key(cu.curve.name)
+    base = np.asarray(key.b2_query if g2 else key.h_query)[:1021]
+    n = 1 << 20
+    pts = np.tile(base, (-(-n // len(base)), 1))[:n].copy()
+    sc = random_scalars(cu.curve, n, np.random.default_rng(20 + g2), kind)
+    got = (cu.msm_g2 if g2 else cu.msm_g1)(pts, sc)
+    assert got == (cpu.msm_g2 if g2 else cpu.msm_g1)(base, fold_scalars(sc, len(base), cu.curve.r))
+
+
+def test_msm_forced_16_bit_windows_with_a_hot_bucket(pair, monkeypatch):
+    """c = 16 at 2^18 with one scalar value for a third of the points: a hot bucket in every
+    window, split into units and folded by the tree, on real hardware."""
+    from zkqueue.groth16.backends import cuda_msm
+    cu, cpu = pair
+    key, _ = fixture_key(cu.curve.name)
+    base = np.asarray(key.h_query)[:997]
+    n = 1 << 18
+    pts = np.tile(base, (-(-n // len(base)), 1))[:n].copy()
+    sc = random_scalars(cu.curve, n, np.random.default_rng(5), "random")
+    sc[::3] = sc[0]
+    monkeypatch.setattr(cuda_msm, "choose_window", lambda n, bits: 16)
+    assert cu.msm_g1(pts, sc) == cpu.msm_g1(base, fold_scalars(sc, len(base), cu.curve.r))
+
+
 def random_fr(curve, n, seed):
     rng = np.random.default_rng(seed)
     vals = [int.from_bytes(rng.bytes(32), "little") % curve.r for _ in range(n)]
@@ -163,22 +224,29 @@ def test_evaluate_ab_and_checks_against_cpu(pair, log2):
 
 @pytest.mark.parametrize("name", ["chain_10", "chain_12", "poseidon_10"])
 def test_full_proof_matches_cpu_and_verifies(pair, name, monkeypatch):
+    """The proof on the device (prove_whole), the step-by-step path and the CPU backend's
+    are the same points for the same r and s, and verify."""
     from zkqueue.groth16 import prover, verifier
     from zkqueue.groth16.formats import wtns, zkey
     cu, cpu = pair
     d = fixture_dir(f"{cu.curve.name}_{name}")
     key, w = zkey.read_zkey(d / "circuit_final.zkey"), wtns.read_wtns(d / "witness.wtns")
     proofs = []
-    for backend in (cu, cpu):
-        seq = iter([123456789, 987654321])  # the same r and s for both backends
-        monkeypatch.setattr(prover.csprng, "randbelow", lambda _bound: next(seq))
-        proofs.append(prover.prove(key, w, backend, self_check=False))
-    assert proofs[0].proof == proofs[1].proof
+    for backend, fused in ((cu, True), (cu, False), (cpu, True)):
+        monkeypatch.setattr(prover, "blinding_scalars", lambda _curve: (123456789, 987654321))
+        proofs.append(prover.prove(key, w, backend, self_check=False, fused=fused))
+    assert proofs[0].proof == proofs[1].proof == proofs[2].proof
     assert verifier.verify(key.verification_key, proofs[0].proof, proofs[0].public_signals)
-    # A second partition with the same key reuses the points already on the device.
+    # A second partition with the same key reuses the points already on the device, and
+    # only key sections stay cached (the witness and the intermediates are freed).
     monkeypatch.undo()
+    cu.release_memory()
     again = prover.prove(key, w, cu)
     assert verifier.verify(key.verification_key, again.proof, again.public_signals)
+    sections = sum(np.asarray(q).nbytes for q in (key.a_query, key.b1_query, key.b2_query, key.l_query,
+                                                  key.h_query))
+    cached = cu.memory()["cache_bytes"]
+    assert sections <= cached < sections + 64 * len(key.coefs) + 8 * key.domain_size + (1 << 16)
 
 
 def test_cli_backend_cuda(gpu_ready, tmp_path):

@@ -46,6 +46,15 @@ def test_gpu_check_dry_run_passes_every_step_but_the_gpu_tests(tmp_path):
     assert timing["cpu_reference_complete"] and len(with_cpu) >= 9 and all(r["ok"] for r in with_cpu), with_cpu
     queue = next(s for s in summary["steps"] if s["step"] == "queue")
     assert "8/8 proofs verified" in queue["detail"] and "cuda" in queue["detail"], queue
+    prove = next(s for s in summary["steps"] if s["step"] == "prove")
+    assert "proved bn128 in" in prove["detail"] and "proved bls12381 in" in prove["detail"], prove
+    # Every timed row was checked exactly (folded MSMs and proofs, NTTs against the CPU).
+    assert timing["unchecked"] == 0 and all(r["ok"] for r in timing["rows"]), timing["rows"]
+    # The tests step left a record of each test (tests.xml), here every GPU test skipped.
+    import xml.etree.ElementTree as ET
+    cases = list(ET.parse(out / "tests.xml").iter("testcase"))
+    assert len(cases) >= 100 and all(c.find("skipped") is not None for c in cases
+                                     if "test_cuda_backend" in c.get("classname", ""))
     # What the script started (redis-server, two worker trees, the CPU reference) is gone.
     pgids = [int(x) for x in (out / "pgids.txt").read_text().split()]
     assert len(pgids) == 4

@@ -162,10 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Compile zkqueue's CUDA kernels to cubins in the cache (no GPU needed)")
     p.add_argument("--arch", action="append", help=f"sm_XX (repeatable; default {' '.join(PREBUILT_ARCHS)})")
     p.add_argument("--jobs", type=int, default=None)
+    p.add_argument("--all-units", action="store_true", help="the test-only units too (selftest)")
     args = p.parse_args(argv)
     t0 = time.monotonic()
+    units = tuple(cuda.UNITS) if args.all_units else cuda.PRODUCTION_UNITS
     try:
-        rows = prebuild(tuple(args.arch or PREBUILT_ARCHS), jobs=args.jobs)
+        rows = prebuild(tuple(args.arch or PREBUILT_ARCHS), units=units, jobs=args.jobs)
     except KernelCompileError as exc:
         print(f"cuda_compile: {exc}", file=sys.stderr)
         return 1
