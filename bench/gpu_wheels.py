@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_PACKAGES = ROOT / "bench" / "gpu_image_packages.txt"
 TRAVEL_LIMIT = 64 << 20           # the working tree and carried paths, per device call
+TARGET_KEEPS = {"numpy"}
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64", "linux_x86_64", "any")
 
@@ -53,8 +54,14 @@ def wheel_name(path: Path) -> tuple[str, str]:
     return normalize(name), version
 
 
-def read_have(path: Path) -> set[str]:
-    return {normalize(line.strip()) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")}
+def read_have(path: Path) -> dict[str, str | None]:
+    """{name: version or None} from `name` or `name==version` lines."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.strip().partition("==")
+            out[normalize(name)] = version or None
+    return out
 
 
 def tracked_bytes() -> int:
@@ -80,7 +87,7 @@ def exclude_from_git(dest: Path) -> None:
         f.write(f"/{rel.as_posix()}/\n")
 
 
-def fetch(dest: Path, python: str, have: set[str]) -> int:
+def fetch(dest: Path, python: str, have: dict[str, str | None]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "-d", tmp,
                "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
@@ -90,7 +97,9 @@ def fetch(dest: Path, python: str, have: set[str]) -> int:
             print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
             print("gpu_wheels: pip could not resolve the wheels", file=sys.stderr)
             return 1
-        keep = sorted((p for p in Path(tmp).glob("*.whl") if wheel_name(p)[0] not in have), key=lambda p: p.name)
+        keep = sorted((p for p in Path(tmp).glob("*.whl")
+                       if wheel_name(p)[0] not in TARGET_KEEPS and have.get(wheel_name(p)[0]) != wheel_name(p)[1]),
+                      key=lambda p: p.name)
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
@@ -122,7 +131,8 @@ def main() -> int:
     sub.add_parser("have")
     args = ap.parse_args()
     if args.cmd == "have":
-        print("\n".join(sorted({normalize(d.metadata["Name"]) for d in importlib.metadata.distributions()})))
+        print("\n".join(sorted({f"{normalize(d.metadata['Name'])}=={d.version}"
+                                for d in importlib.metadata.distributions()})))
         return 0
     return fetch(args.dest, args.python, read_have(args.have))
 
