@@ -1,9 +1,11 @@
 # zkqueue: workers, Flower, the metrics exporter and the demo, from one image.
 #
 #   docker build -t zkqueue .                              CPU image (python:3.11-slim-bookworm)
-#   docker build -t zkqueue:gpu --build-arg GPU=1 .        + CuPy, CUDA 12 NVRTC and runtime from PyPI
-#                                                          (needs an NVIDIA driver >= 525.60.13 and the
-#                                                          NVIDIA container runtime to run)
+#   docker build -t zkqueue:gpu --build-arg GPU=1 .        + CuPy, CUDA 12 NVRTC and runtime from PyPI,
+#                                                          and the kernels as cubins for CUDA_ARCHS
+#                                                          (default "sm_80 sm_90"; needs an NVIDIA
+#                                                          driver >= 525.60.13 and the NVIDIA
+#                                                          container runtime to run)
 #   docker build --build-arg BASE_IMAGE=my/debian-bookworm .
 #       any Debian bookworm image with python3 (3.10+) and its venv module; CI uses a local one
 #       made by scripts/base_images.sh, as no image registry is reachable there.
@@ -52,13 +54,18 @@ COPY . ./
 # --no-deps: everything was installed above; a dependency missing from that list fails here.
 # Then: the native CPU kernels compiled into the image, not at the first partition; and in the
 # GPU image, a check that needs no GPU: CuPy imports, NVRTC and the CUDA runtime load from the
-# wheels, and NVRTC compiles zkqueue's CUDA kernels (scripts/gpu_image_check.py).
+# wheels, and NVRTC compiles zkqueue's CUDA kernels (scripts/gpu_image_check.py); then NVRTC
+# compiles every module unit of both curves to cubins for $CUDA_ARCHS into the cache
+# ($ZKQUEUE_CACHE_DIR/cuda-cubin, keyed by source hash, architecture and NVRTC version), so a
+# fresh container's first partition on an A100 or H100/H200 spends no time in NVRTC.
 # (From /: here ./zkqueue would shadow the installed package, which holds the mapped folders.)
+ARG CUDA_ARCHS="sm_80 sm_90"
 RUN pip install --no-deps . \
  && pip check \
  && cd / \
  && python -c 'from zkqueue.groth16 import native; native.library_path()' \
- && if [ "$GPU" = "1" ]; then python /opt/zkqueue/src/scripts/gpu_image_check.py; fi \
+ && if [ "$GPU" = "1" ]; then python /opt/zkqueue/src/scripts/gpu_image_check.py \
+      && python -m zkqueue.groth16.backends.cuda_compile $(printf -- '--arch %s ' $CUDA_ARCHS); fi \
  && rm -rf /opt/zkqueue/src
 
 WORKDIR /

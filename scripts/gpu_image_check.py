@@ -2,9 +2,10 @@
 
 Asserts that CuPy imports, that NVRTC and the CUDA runtime are the libraries of the
 nvidia-cuda-*-cu12 wheels in this environment (not something the host might mount), and
-that NVRTC compiles zkqueue's own CUDA modules for both curves (to PTX: compiling to
-SASS as CuPy does on the GPU takes minutes more and runs the same front end). A GPU
-worker would otherwise find a missing or broken NVRTC only at its first partition.
+that NVRTC compiles zkqueue's own CUDA modules for both curves to PTX for the oldest
+architecture the README supports. (The image's next build step compiles them to cubins for
+sm_80 and sm_90 into the cache: groth16/backends/cuda_compile.py.) A GPU worker would
+otherwise find a missing or broken NVRTC only at its first partition.
 Exits non-zero with the reason on any failure.
 """
 
@@ -36,18 +37,20 @@ def from_wheel(name: str) -> str:
 
 
 def compile_module(curve) -> tuple[str, float, int]:
+    """Every production unit of one curve (groth16/backends/cuda.py, UNITS) to PTX."""
     from cupy.cuda import nvrtc
 
     from zkqueue.groth16.backends import cuda
-    start = time.monotonic()
-    prog = nvrtc.createProgram(cuda.module_source(curve), f"zkq_{curve.name}.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, [*cuda.compile_options(), f"-arch={ARCH}"])
-    except nvrtc.NVRTCError as exc:
-        sys.exit(f"gpu image check: NVRTC failed on the {curve.name} kernels: {exc}\n"
-                 f"{nvrtc.getProgramLog(prog)[-4000:]}")
-    ptx = nvrtc.getPTX(prog)
-    return curve.name, time.monotonic() - start, len(ptx)
+    start, size = time.monotonic(), 0
+    for unit in cuda.PRODUCTION_UNITS:
+        prog = nvrtc.createProgram(cuda.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu", [], [])
+        try:
+            nvrtc.compileProgram(prog, [*cuda.compile_options(), f"-arch={ARCH}"])
+        except nvrtc.NVRTCError as exc:
+            sys.exit(f"gpu image check: NVRTC failed on the {curve.name} {unit} kernels: {exc}\n"
+                     f"{nvrtc.getProgramLog(prog)[-4000:]}")
+        size += len(nvrtc.getPTX(prog))
+    return curve.name, time.monotonic() - start, size
 
 
 def main() -> None:

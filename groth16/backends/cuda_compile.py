@@ -143,6 +143,7 @@ def cubin(curve: Curve, unit: str, arch: str) -> tuple[Path, float]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+    os.chmod(tmp, 0o644)    # an image built as root serves workers that may not run as root
     os.replace(tmp, path)   # atomic: two workers compiling at once both end with a whole file
     return path, time.monotonic() - t0
 
