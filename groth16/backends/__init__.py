@@ -109,14 +109,19 @@ def cuda_status(device: int | None = None) -> tuple[bool, str]:
         nvrtc = cupy.cuda.nvrtc.getVersion()
     except Exception as exc:  # noqa: BLE001
         return False, f"CUDA device {dev} or NVRTC does not answer: {exc}"
+    from .cuda_compile import KernelCompileError, nvrtc_version
+    try:   # the NVRTC the kernels' cubins are compiled with (cuda_compile.py)
+        cubin_nvrtc = nvrtc_version()
+    except KernelCompileError as exc:
+        return False, f"the CUDA kernels cannot be compiled here: {exc}"
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     cc = (props["major"], props["minor"])
     if cc < MIN_COMPUTE_CAPABILITY:
         return False, (f"device {dev} ({name}) has compute capability {cc[0]}.{cc[1]}; the kernels need "
                        f"{MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]} or newer")
     mem_gib = props["totalGlobalMem"] / 2**30
-    return True, (f"CuPy {cupy.__version__}, NVRTC {nvrtc[0]}.{nvrtc[1]}, {count} device(s); using device {dev}: "
-                  f"{name} (sm_{cc[0]}{cc[1]}, {mem_gib:.0f} GiB)")
+    return True, (f"CuPy {cupy.__version__}, NVRTC {nvrtc[0]}.{nvrtc[1]} (kernels: {cubin_nvrtc}), {count} device(s); "
+                  f"using device {dev}: {name} (sm_{cc[0]}{cc[1]}, {mem_gib:.0f} GiB)")
 
 
 def get_backend(kind: str, curve: Curve, *, threads: int | None = None) -> Backend:

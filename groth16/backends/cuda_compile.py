@@ -5,8 +5,8 @@ A worker's first partition would otherwise spend 30-80 s in NVRTC; the GPU image
 `python -m zkqueue.groth16.backends.cuda_compile --arch sm_80 --arch sm_90` at build, so a
 fresh container finds its cubins in the cache ($ZKQUEUE_CACHE_DIR/cuda-cubin). Compiling
 needs NVRTC only, no GPU and no driver. NVRTC is loaded with ctypes (no CuPy needed):
-$ZKQUEUE_NVRTC_LIB, else the nvidia-cuda-nvrtc wheel's library (CUDA 13 or 12), else the one
-a loaded CuPy uses, else the system's.
+$ZKQUEUE_NVRTC_LIB, else the nvidia-cuda-nvrtc wheel's library (CUDA 13 or 12), else what
+cuda-pathfinder finds, else the one a loaded CuPy uses, else the system's.
 """
 
 from __future__ import annotations
@@ -40,13 +40,26 @@ def nvrtc_lib_setting() -> str | None:
 
 
 def _candidates() -> list[str]:
+    """Paths to try, best first. Among NVIDIA's wheels, the one for CuPy's CUDA major comes
+    first: cubins from a newer CUDA than the driver's do not load (and the worker's
+    fingerprint names the NVRTC of CuPy's major)."""
+    from . import cupy_distribution
+    dist = cupy_distribution()
+    subs = ["cu13/lib", "cuda_nvrtc/lib"]   # CUDA 13's wheel, CUDA 12's
+    if dist and dist[2] == 12:
+        subs.reverse()
     paths = [nvrtc_lib_setting()]
     try:
         import nvidia  # type: ignore[import-not-found]  (namespace package of NVIDIA's wheels)
-        for root in map(Path, nvidia.__path__):
-            for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+        for sub in subs:
+            for root in map(Path, nvidia.__path__):
                 paths += sorted((str(p) for p in (root / sub).glob("libnvrtc.so.*")), reverse=True)
     except ImportError:
+        pass
+    try:   # cuda-pathfinder (CuPy 14 finds NVRTC through it)
+        from cuda.pathfinder import load_nvidia_dynamic_lib  # type: ignore[import-not-found]
+        paths.append(getattr(load_nvidia_dynamic_lib("nvrtc"), "abs_path", None))
+    except Exception:  # noqa: BLE001 - not installed, or it found nothing: other places follow
         pass
     if "cupy" in sys.modules:   # the library CuPy already loaded, if any
         try:
