@@ -190,15 +190,16 @@ def cupy_error_kind(exc: BaseException) -> str | None:
 def occupancy_block(num_regs: int, max_threads: int, *, regs_per_sm: int = 65536, threads_per_sm: int = 2048,
                     blocks_per_sm: int = 32) -> int:
     """The block size (a multiple of 64 up to max_threads) that keeps the most warps resident
-    on a multiprocessor given the kernel's registers per thread; the smaller on a tie."""
-    best, best_warps = 64, -1
+    on a multiprocessor given the kernel's registers per thread; on a tie the one nearest 256
+    (fewer blocks to schedule than 64, a shorter tail than 1024)."""
     regs_per_warp = -(-max(num_regs, 1) * 32 // 256) * 256     # allocated per warp, 256 at a time
-    for size in range(64, max(64, min(max_threads, 1024)) + 1, 64):
+
+    def resident_warps(size: int) -> int:
         warps = size // 32
-        blocks = min(regs_per_sm // (regs_per_warp * warps), threads_per_sm // size, blocks_per_sm)
-        if blocks * warps > best_warps:
-            best, best_warps = size, blocks * warps
-    return best
+        return min(regs_per_sm // (regs_per_warp * warps), threads_per_sm // size, blocks_per_sm) * warps
+
+    sizes = range(64, max(64, min(max_threads, 1024)) + 1, 64)
+    return max(sizes, key=lambda size: (resident_warps(size), -abs(size - 256)))
 
 
 class CupyRuntime:
@@ -278,13 +279,15 @@ class CupyRuntime:
         """A device copy of `host` made on the copy stream through pinned memory, and the
         event that marks it done (wait for it with `wait`)."""
         host = np.ascontiguousarray(host)
+        self._pinned = [(e, buf) for e, buf in self._pinned if not e.done]   # copies finished: free
         pinned = self.cp.cuda.alloc_pinned_memory(max(1, host.nbytes))
         staging = np.frombuffer(pinned, dtype=host.dtype, count=host.size).reshape(host.shape)
         np.copyto(staging, host)
         dev = self.cp.empty(host.shape, dtype=host.dtype)
         dev.set(staging, stream=self._copy_stream)
-        self._pinned.append(pinned)   # alive until the copy is done (synchronize drops it)
-        return dev, self._copy_stream.record()
+        event = self._copy_stream.record()
+        self._pinned.append((event, pinned))   # the staging buffer lives until its copy is done
+        return dev, event
 
     def wait(self, event) -> None:
         """The current stream waits for `event` (from upload_async or record)."""
@@ -453,11 +456,6 @@ def _guarded(method: Callable) -> Callable:
 
 # ---- settings (one function each: zkqueue.config will replace the environment reads) -----
 
-def device_setting() -> int:
-    """$ZKQUEUE_CUDA_DEVICE: the device ordinal, default 0."""
-    return int(os.environ.get("ZKQUEUE_CUDA_DEVICE", "0"))
-
-
 def cache_bytes_setting() -> int | None:
     """$ZKQUEUE_CUDA_CACHE_BYTES: device memory for key sections; None (or 0): half the device."""
     env = os.environ.get("ZKQUEUE_CUDA_CACHE_BYTES")
@@ -487,7 +485,8 @@ class CudaBackend:
         self.curve = curve
         self._lock = threading.RLock()
         if runtime is None:
-            device = device_setting() if device is None else device
+            from . import cuda_device   # $ZKQUEUE_CUDA_DEVICE, read in one place
+            device = cuda_device() if device is None else device
             try:
                 runtime = CupyRuntime(curve, device)
             except Exception as exc:  # noqa: BLE001 - classified below; a bug propagates

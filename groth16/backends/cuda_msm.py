@@ -136,6 +136,7 @@ def _reduce(be, group: str, p: Plan, buckets):
         cur, cols = out, ocols
     out = xp.empty((1, words), dtype=xp.uint64)
     threads = max(32, 1 << (p.windows - 1).bit_length())
+    assert threads <= 64, "msm_combine_* holds 64 window sums (c >= MIN_WINDOW = 4)"
     be.launch(f"msm_combine_{group}", threads, cur, np.uint32(p.windows), np.uint32(p.c), out, block=threads,
               grid=1)
     return out
