@@ -81,7 +81,7 @@ def table_rows(results: dict) -> list[dict]:
     for (curve, unit, arch), kernels in sorted(results.items()):
         for kernel, v in sorted(kernels.items()):
             block = cuda.occupancy_block(v["registers"], 1024)
-            regs_per_warp = -(-v["registers"] * 32 // 256) * 256
+            regs_per_warp = -(-max(v["registers"], 1) * 32 // 256) * 256
             warps = min(65536 // (regs_per_warp * (block // 32)), 2048 // block, 32) * (block // 32)
             rows.append({"curve": curve, "unit": unit, "arch": arch, "kernel": kernel, **v, "block": block,
                          "warps_per_sm": warps})
