@@ -14,7 +14,7 @@ import redis
 from celery import Celery
 
 from . import keys
-from .settings import Settings
+from zkqueue.config import Settings
 
 TASK_PROVE = "zkqueue.prove_partition"
 TASK_FINALIZE = "zkqueue.finalize"
@@ -119,8 +119,8 @@ def task_slot(envelope: dict) -> tuple[str, str, int] | None:
             return None
         if task == TASK_PROVE:
             return str(args[0]), str(int(args[1])), int(args[2])
-        if task == TASK_SYNTH:      # its slot part is the synthesis member's: "s{index}"
-            return str(args[0]), f"{keys.SYNTH_PREFIX}{int(args[1])}", int(args[2])
+        if task == TASK_SYNTH:
+            return str(args[0]), keys.synth_slot(int(args[1])), int(args[2])
         return str(args[0]), keys.FINALIZE_SLOT, int(args[1])
     except (KeyError, IndexError, TypeError, ValueError, msgpack.UnpackException):
         return None

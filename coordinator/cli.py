@@ -22,8 +22,8 @@ QUEUE_INPUT_ERRORS = (BadRequest, ConfigError, JobNotFound)
 
 
 def _settings(args):
-    from .settings import Settings
-    return Settings.from_env(redis_url=args.redis_url, store_url=args.store_url)
+    from zkqueue import config
+    return config.fleet(redis_url=args.redis_url, store_url=args.store_url)
 
 
 def _client(args):
@@ -165,17 +165,18 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_worker(args) -> int:
+    from zkqueue import config
     settings = _settings(args)   # checked here, so a bad setting fails before any process starts
-    os.environ["ZKQUEUE_REDIS_URL"] = settings.redis_url
-    os.environ["ZKQUEUE_STORE_URL"] = settings.store_url
+    proc = config.process()
     if args.key_cache_bytes:
-        os.environ["ZKQUEUE_KEY_CACHE_BYTES"] = str(args.key_cache_bytes)
+        proc = proc.replace(key_cache_bytes=args.key_cache_bytes)
     # The supervisor is the worker runtime's entry point; the library modules of
     # `coordinator` never import `workers`.
     from zkqueue.workers import spawn
     try:
         extra = [] if args.synthesize is None else ["--synthesize" if args.synthesize else "--no-synthesize"]
-        return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra)
+        return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra,
+                         env=config.child_environ(settings, proc), metrics_port=proc.metrics_port)
     except LookupError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -195,8 +196,9 @@ def cmd_metrics(args) -> int:
 
 def cmd_flower(args) -> int:
     """Flower on the zkqueue broker, with HTTP basic auth from $ZKQUEUE_FLOWER_AUTH (user:password)."""
+    from zkqueue import config
     settings = _settings(args)
-    auth = os.environ.get("ZKQUEUE_FLOWER_AUTH", "")
+    auth = config.process().flower_auth
     if ":" not in auth:
         raise ConfigError("set ZKQUEUE_FLOWER_AUTH=user:password (Flower is never served without auth)",
                           expected="user:password", found="unset" if not auth else "no ':'")
@@ -205,7 +207,7 @@ def cmd_flower(args) -> int:
     from .broker import celery_config
     app = Celery("zkqueue", set_as_current=True)
     app.conf.update(celery_config(settings))
-    port = args.port or int(os.environ.get("ZKQUEUE_FLOWER_PORT") or 5555)
+    port = args.port or config.process().flower_port
     # Flower reads its options from FLOWER_* variables too: the password stays off the command line.
     os.environ["FLOWER_BASIC_AUTH"] = auth
     # The task list shows each task's arguments: "job=<id> partition=<i> attempt_token=<t>".

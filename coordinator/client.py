@@ -17,7 +17,7 @@ from .jobs import (JobResult, JobState, JobStatus, PartitionResult, PartitionSta
                    SlotState)
 from .keys import FINALIZE_SLOT
 from .scheduler import Scheduler
-from .settings import Settings
+from zkqueue.config import Settings
 from .store import ArtifactStore
 
 log = logging.getLogger("zkqueue.client")
@@ -29,6 +29,20 @@ def _s(v) -> str | None:
 
 def _f(v) -> float | None:
     return float(v) if v not in (None, b"", "") else None
+
+
+# A witness slot's state as its partition shows it while the witness is not there yet.
+_WAITING_FOR_WITNESS = {"sending": SlotState.SYNTH_SENDING, "queued": SlotState.SYNTH_QUEUED,
+                        "running": SlotState.SYNTHESIZING, "failed": SlotState.FAILED}
+
+
+def _partition_state(slot: dict, synth: dict) -> SlotState:
+    """A partition's state; one of an inputs job that waits for its witness shows how the
+    witness is coming along."""
+    state = slot.get("state", "sending")
+    if state == "idle" and synth.get("state") in _WAITING_FOR_WITNESS:
+        return _WAITING_FOR_WITNESS[synth["state"]]
+    return SlotState(state)
 
 
 class Client:
@@ -98,20 +112,14 @@ class Client:
         zkey_sha = self.store.put_file(zkey)
         witness_shas = [self.store.put_file(w) for w in witnesses]
         job_id = uuid.uuid4().hex
-        out = self.scheduler.barrier.submit(job_id, request_id=request_id, priority=priority.value,
-                                            zkey_sha=zkey_sha, witness_shas=witness_shas)
-        if out.kind == "exists":
-            return Job(self, out.detail[0])
-        prio = priority.broker_priority
-        for i in range(len(witness_shas)):
-            self.scheduler.send(job_id, i, 1, priority=prio)
-        return Job(self, job_id)
+        out = self.scheduler.submit(job_id, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
+                                    witness_shas=witness_shas)
+        return Job(self, out.detail[0])
 
     def _submit_inputs(self, zkey, inputs: list, wasm, priority: Priority, request_id: str | None) -> "Job":
         from zkqueue.groth16.errors import FormatError
         from zkqueue.groth16.witness import parse_inputs
 
-        from . import synthesis
         if not inputs:
             raise BadRequest("a job needs at least one input", expected=">= 1", found=0)
         if request_id:
@@ -139,14 +147,9 @@ class Client:
         zkey_sha = self.store.put_file(zkey)
         wasm_sha = self.store.put_file(wasm)
         job_id = uuid.uuid4().hex
-        out = self.scheduler.barrier.submit_inputs(job_id, request_id=request_id, priority=priority.value,
-                                                   zkey_sha=zkey_sha, wasm_sha=wasm_sha, wasm_name=Path(wasm).name,
-                                                   inputs=stored)
-        if out.kind == "exists":
-            return Job(self, out.detail[0])
-        for i in range(len(stored)):
-            synthesis.send(self.scheduler, job_id, i, 1, priority=priority.broker_priority)
-        return Job(self, job_id)
+        out = self.scheduler.submit(job_id, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
+                                    inputs=stored, wasm_sha=wasm_sha, wasm_name=Path(wasm).name)
+        return Job(self, out.detail[0])
 
     def job(self, job_id: str) -> "Job":
         """The job with this id.
@@ -195,9 +198,12 @@ class Job:
         if not rec:
             raise JobNotFound(f"no job {self.id}", job_id=self.id)
         n = int(rec["n"])
+        from_inputs = bool(rec.get("wasm"))
         with r.pipeline(transaction=False) as p:
             for i in range(n):
                 p.hgetall(keys.slot(self.id, i))
+                if from_inputs:
+                    p.hgetall(keys.slot(self.id, keys.synth_slot(i)))
             p.hgetall(keys.results(self.id))
             p.lrange(keys.events(self.id), 0, -1)
             p.lrange(keys.bad(self.id), 0, -1)
@@ -205,20 +211,22 @@ class Job:
         results = {_s(k): json.loads(v) for k, v in results.items()}
         events = [json.loads(e) for e in events]
         created = float(rec["created_at"])
+        step = 2 if from_inputs else 1
         parts = []
-        for i, raw in enumerate(slots):
-            s = {_s(k): _s(v) for k, v in raw.items()}
+        for i in range(n):
+            s = {_s(k): _s(v) for k, v in slots[step * i].items()}
+            synth = {_s(k): _s(v) for k, v in slots[step * i + 1].items()} if from_inputs else {}
             res = results.get(str(i))
             timings = dict(res["timings_s"]) if res else {}
             if s.get("finished_at") and res:
                 timings["total_s"] = float(s["finished_at"]) - created
-            if s.get("synth_s"):
-                timings["synth_s"] = float(s["synth_s"])
+            if synth.get("synth_s"):
+                timings["synth_s"] = float(synth["synth_s"])
             parts.append(PartitionStatus(
-                index=i, state=SlotState(s.get("state", "sending")), attempts=int(s.get("attempts", 0)),
+                index=i, state=_partition_state(s, synth), attempts=int(s.get("attempts", 0)),
                 worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
                 events=[e for e in events if str(e.get("slot")) == str(i)],
-                synth_attempts=int(s.get("synth_attempts", 0))))
+                synth_attempts=int(synth.get("attempts", 0))))
         timings = self._timings(rec, created, list(results.values()))
         if rec.get("wasm"):      # witnesses computed by workers: their total synthesis time
             timings["synth_s"] = sum(p.timings_s.get("synth_s", 0.0) for p in parts)
@@ -252,7 +260,7 @@ class Job:
         """
         if not self.client.r.exists(keys.job(self.id)):
             raise JobNotFound(f"no job {self.id}", job_id=self.id)
-        return self.client.scheduler.barrier.cancel(self.id)
+        return self.client.scheduler.cancel(self.id)
 
     def wait(self, timeout_s: float | None = None, *,
              progress: Callable[[JobStatus], None] | None = None) -> JobResult:

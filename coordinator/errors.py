@@ -1,10 +1,13 @@
 """The error tree of the queue (coordinator, tasks and workers raise these).
 
-As in groth16/errors.py, each error says whether retrying can help (`retryable`) and
-carries what was expected and what was found.
+As in groth16/errors.py, each error says whether trying again (on the same worker) can help
+(`retryable`, which tasks/outcomes.py reads) and carries what was expected and what was found.
+ConfigError is the configuration module's (zkqueue/config.py), re-exported here.
 """
 
 from __future__ import annotations
+
+from zkqueue.config import ConfigError  # noqa: F401  (re-exported: the queue's error tree)
 
 
 class ZkqueueError(Exception):
@@ -16,10 +19,6 @@ class ZkqueueError(Exception):
         self.expected = expected
         self.found = found
         super().__init__(message)
-
-
-class ConfigError(ZkqueueError):
-    """Settings that cannot work together (e.g. task time limit >= visibility timeout)."""
 
 
 class BadRequest(ZkqueueError):
@@ -40,10 +39,6 @@ class ArtifactCorrupt(StoreError):
     """Stored bytes do not hash to their name; the same bytes fail everywhere."""
 
     retryable = False
-
-
-class NoDeviceError(ConfigError):
-    """`zkqueue worker` found no GPU and was not asked for CPU workers."""
 
 
 class JobError(ZkqueueError):

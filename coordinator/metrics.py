@@ -21,7 +21,7 @@ from . import keys
 from .broker import UNACKED_HASH, queue_lists, queue_names
 from .quarantine import quarantined
 from .registry import Registry, redis_time
-from .settings import Settings
+from zkqueue.config import Settings
 
 INFLIGHT_STATES = {b"queued", b"sending", b"running"}
 LIVE_JOB_STATES = {b"queued", b"running"}

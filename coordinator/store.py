@@ -16,6 +16,8 @@ from pathlib import Path
 
 import fsspec
 
+from zkqueue import config
+
 from .errors import ArtifactCorrupt, ArtifactMissing, BadRequest, StoreError
 
 CHUNK_BYTES = 1 << 20
@@ -34,18 +36,16 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue")) / "artifacts"
-
-
 class ArtifactStore:
     """Puts and gets immutable artifacts by sha256 on any fsspec filesystem."""
 
     def __init__(self, url: str, *, cache_dir: str | Path | None = None):
+        """`cache_dir`: where copies of a remote store's objects are kept (default: the
+        process's cache directory, config.process().cache_dir, /artifacts)."""
         self.url = url
         self.fs, self.root = fsspec.core.url_to_fs(url)
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else config.process().cache_path / "artifacts"
         if self.local:
             os.makedirs(self.root, exist_ok=True)
 

@@ -89,7 +89,7 @@ class QueueEnv:
         return str(self.tmp / "store")
 
     def settings(self, **kw):
-        from zkqueue.coordinator.settings import Settings
+        from zkqueue.config import Settings
         return Settings.from_env(redis_url=self.redis_url, store_url=self.store_url, **kw)
 
     def client(self):

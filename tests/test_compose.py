@@ -14,7 +14,7 @@ import yaml
 
 from queue_support import queue  # noqa: F401  (fixture)
 
-from zkqueue.coordinator.settings import Settings
+from zkqueue.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())

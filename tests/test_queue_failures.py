@@ -133,7 +133,7 @@ _TAKE_ONE = """
 import sys
 from kombu import Connection, Queue
 from zkqueue.coordinator.broker import celery_config
-from zkqueue.coordinator.settings import Settings
+from zkqueue.config import Settings
 options = celery_config(Settings.from_env())["broker_transport_options"]
 with Connection(sys.argv[1], transport_options=options) as conn:
     def taken(body, message):

@@ -156,7 +156,7 @@ def test_a_vanished_synthesis_worker_is_replaced_by_the_reaper(queue, tmp_path):
     client = queue.client()
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
     # A worker that claims synthesis 0 and dies at once (it never refreshes its lease).
-    assert client.scheduler.barrier.synth_claim(job.id, 0, 1, "ghost", 999999, run_s=600).kind == "ok"
+    assert client.scheduler.claim(job.id, keys.synth_slot(0), 1, "ghost", 999999, run_s=600).kind == "ok"
     group = queue.start_workers(1, env={"ZKQUEUE_LEASE_TTL_S": 2})
     queue.ready(group)
     result = job.wait(60)
@@ -166,25 +166,25 @@ def test_a_vanished_synthesis_worker_is_replaced_by_the_reaper(queue, tmp_path):
     [lost] = slot_events(st, 0, "lost")
     assert lost["worker"] == "ghost" and "stopped renewing its lease on synthesis 0" in lost["reason"]
     # The dead attempt's late result changes nothing.
-    assert client.scheduler.barrier.synth_done(job.id, 0, 1, "ghost", "0" * 64, 0.1).kind == "job_over"
+    assert client.scheduler.witness_ready(job.id, 0, 1, "ghost", "0" * 64, 0.1).kind == "job_over"
 
 
 def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
     from zkqueue.coordinator.reaper import Reaper
     client = Client(settings=queue.settings(max_attempts=2, lease_ttl_s=1.0))
     queue.clients.append(client)
-    b, reaper = client.scheduler.barrier, Reaper(client.scheduler)
+    b, reaper, synth0 = client.scheduler, Reaper(client.scheduler), keys.synth_slot(0)
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:1], wasm=WASM)      # no worker: only the "ghosts" claim
 
-    assert b.synth_claim(job.id, 0, 1, "ghost1", 1, run_s=600).kind == "ok"
+    assert b.claim(job.id, synth0, 1, "ghost1", 1, run_s=600).kind == "ok"
     wait_until(lambda: reaper.tick() > 0, 10, "the reaper to take the expired synthesis lease")
-    assert queue.r.hget(keys.slot(job.id, 0), "synth_token") == b"2"
-    assert b.synth_claim(job.id, 0, 1, "ghost1", 1, run_s=600).kind == "stale"
-    assert b.synth_done(job.id, 0, 1, "ghost1", "0" * 64, 0.1).kind == "stale"
-    assert b.synth_fail_input(job.id, 0, 1, "ghost1", "late") is False
+    assert queue.r.hget(keys.slot(job.id, synth0), "token") == b"2"
+    assert b.claim(job.id, synth0, 1, "ghost1", 1, run_s=600).kind == "stale"
+    assert b.witness_ready(job.id, 0, 1, "ghost1", "0" * 64, 0.1).kind == "stale"
+    assert b.fail_input(job.id, synth0, 1, "ghost1", "late") is False
     assert job.status().state == JobState.RUNNING
 
-    assert b.synth_claim(job.id, 0, 2, "ghost2", 2, run_s=600).kind == "ok"
+    assert b.claim(job.id, synth0, 2, "ghost2", 2, run_s=600).kind == "ok"
     wait_until(lambda: reaper.tick() > 0, 10, "the reaper to take the second expired lease")
     st = job.status()
     assert st.state == JobState.FAILED and st.error_slot == "0"
@@ -269,7 +269,7 @@ def test_an_inputs_job_on_a_fleet_that_never_synthesizes_fails_saying_why(queue)
 
 
 def test_only_a_fleet_alive_without_any_synthesizer_is_unserved():
-    from zkqueue.coordinator.synthesis import unserved_reason
+    from zkqueue.coordinator.reaper import unserved_reason
     assert unserved_reason([]) == ""       # no worker at all: the job waits for workers
     assert unserved_reason([{"worker": "g", "synthesizes": False}, {"worker": "c", "synthesizes": True}]) == ""
     assert "g0, g1" in unserved_reason([{"worker": "g1", "synthesizes": False}, {"worker": "g0"}])
@@ -290,7 +290,7 @@ def test_a_synthesis_failing_for_another_reason_is_retried_up_to_the_cap(queue):
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:1], wasm=WASM)
     # The input vanishes from the store (as a lagging shared store shows it): not the input's
     # fault, so it is retried, and the job fails when the attempts are spent.
-    sha = queue.r.hget(keys.slot(job.id, 0), "input").decode()
+    sha = queue.r.hget(keys.slot(job.id, keys.synth_slot(0)), "input").decode()
     client.store.local_path(sha).unlink()
     group = queue.start_workers(1)
     queue.ready(group)
