@@ -56,7 +56,7 @@ def key_cache(hit: bool, used_bytes: int) -> None:
 
 
 class NvmlCollector:
-    """Memory and utilization of this worker's GPU (ZKQUEUE_DEVICE=cuda:N, NVML index)."""
+    """Memory and utilization of this worker's GPU (its device "cuda:N": N is the NVML index)."""
 
     def __init__(self, index: int):
         import pynvml

@@ -40,11 +40,13 @@ class ConfigError(ValueError):
 class Var:
     """One setting: its field name, environment variable, type, default and meaning."""
 
-    __slots__ = ("field", "env", "kind", "default", "scope", "doc")
+    __slots__ = ("field", "env", "kind", "default", "scope", "doc", "shown")
 
-    def __init__(self, field: str, kind: type, default, scope: str, doc: str, *, env: str = ""):
+    def __init__(self, field: str, kind: type, default, scope: str, doc: str, *, shown: str = ""):
         self.field, self.kind, self.default, self.scope, self.doc = field, kind, default, scope, doc
-        self.env = env or f"ZKQUEUE_{field.upper()}"
+        self.env = f"ZKQUEUE_{field.upper()}"
+        # The default as the README shows it, where the value above is a stand-in ("" or 0).
+        self.shown = shown or f"`{_plain(default)}`"
 
     def parse(self, raw: str):
         """The value of `raw` (from the environment or a flag) as this setting's type.
@@ -63,13 +65,20 @@ class Var:
             raise ConfigError(f"{self.env}={raw!r} is not {what}", expected=what, found=raw) from None
 
 
+def _plain(value) -> str:
+    """A default as written in the README: 6.0 -> 6, True -> 1."""
+    if isinstance(value, bool):
+        return str(int(value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 # Fleet-wide: every process of a deployment must see the same values.
 FLEET_VARS = (
     Var("redis_url", str, "redis://127.0.0.1:6379/0", FLEET,
         "broker and job state (`redis://:PASSWORD@host:6379/0` with a password)"),
     Var("store_url", str, "", FLEET,
-        "artifact store, any fsspec URL; must be shared by every machine (`s3://...`, NFS); "
-        "default `$XDG_DATA_HOME/zkqueue/store` (`~/.local/share/zkqueue/store`)"),
+        "artifact store, any fsspec URL; must be shared by every machine (`s3://...`, NFS)",
+        shown="`$XDG_DATA_HOME/zkqueue/store` (`~/.local/share/zkqueue/store`)"),
     Var("lease_ttl_s", float, 6.0, FLEET, "a worker silent this long loses its partition to the reaper"),
     Var("reaper_interval_s", float, 1.0, FLEET, "how often the reaper looks for expired deadlines"),
     Var("max_attempts", int, 3, FLEET, "starts per partition (or witness) before its job fails"),
@@ -100,31 +109,36 @@ FLEET_VARS = (
 
 # Per process: may differ between the processes of one deployment.
 PROCESS_VARS = (
-    Var("threads", int, 0, PROCESS, "CPU kernel threads (`--threads`); 0: all cores (a worker: its share)"),
+    Var("threads", int, 0, PROCESS, "CPU kernel threads (`--threads`)", shown="all cores (a worker: its share)"),
     Var("backend", str, "auto", PROCESS, "`cpu`, `cuda` or `auto` for `zkqueue prove`"),
-    Var("cache_dir", str, "", PROCESS,
-        "local caches: store artifacts, compiled native kernels, circuits; default `~/.cache/zkqueue`"),
-    Var("wasm_cache", str, "", PROCESS,
-        "compiled circom `.wasm` calculators (`off` disables it, or a directory); default `CACHE_DIR/wasm`"),
-    Var("cpu_arith", str, "", PROCESS, "CPU field arithmetic: `x86-adx` (mulx/adx) or `portable`; default by CPU feature"),
+    Var("cache_dir", str, "", PROCESS, "local caches: store artifacts, compiled native kernels, circuits",
+        shown="`~/.cache/zkqueue`"),
+    Var("wasm_cache", str, "", PROCESS, "compiled circom `.wasm` calculators (`off` disables it, or a directory)",
+        shown="`CACHE_DIR/wasm`"),
+    Var("cpu_arith", str, "", PROCESS, "CPU field arithmetic: `x86-adx` (mulx/adx) or `portable`",
+        shown="by CPU feature"),
     Var("key_cache_bytes", int, 4 << 30, PROCESS,
         "proving keys kept loaded per worker (`worker --key-cache-bytes`), with the CPU backend's "
         "fixed-base MSM tables for them, which count against it and are built only in the room left"),
     Var("cuda_device", int, 0, PROCESS,
         "device of `zkqueue prove --backend cuda` (workers get theirs from the supervisor)"),
-    Var("cuda_cache_bytes", int, 0, PROCESS, "proving-key sections kept on the device; 0: half the GPU's memory"),
+    Var("cuda_cache_bytes", int, 0, PROCESS, "proving-key sections kept on the device",
+        shown="half the GPU's memory"),
     Var("cuda_emulation", bool, False, PROCESS,
         "1: the `cuda` backend runs its kernels on a host emulation (for checks without a GPU, not for use)"),
-    Var("nvrtc_lib", str, "", PROCESS, "path of libnvrtc when CuPy's own lookup does not find it"),
+    Var("nvrtc_lib", str, "", PROCESS, "path of libnvrtc when CuPy's own lookup does not find it",
+        shown="CuPy's lookup"),
     Var("metrics_port", int, 0, PROCESS,
-        "worker *i* of a `zkqueue worker` serves Prometheus `/metrics` on this port + *i*; 0: off"),
+        "worker *i* of a `zkqueue worker` serves Prometheus `/metrics` on this port + *i*", shown="`0` (off)"),
     Var("task_events", bool, True, PROCESS, "workers send Celery task events (Flower's task list); `0` turns them off"),
     Var("loglevel", str, "INFO", PROCESS, "worker log level"),
-    Var("flower_auth", str, "", PROCESS, "`user:password` for `zkqueue flower`'s HTTP basic auth (required)"),
+    Var("flower_auth", str, "", PROCESS, "`user:password` for `zkqueue flower`'s HTTP basic auth",
+        shown="none (required)"),
     Var("flower_port", int, 5555, PROCESS, "`zkqueue flower`'s port (`--port`)"),
-    Var("fault", str, "", PROCESS, "test only: injected worker faults (`workers/faults.py`)"),
+    Var("fault", str, "", PROCESS, "test only: injected worker faults (`workers/faults.py`)", shown="none"),
     Var("alive_file", str, "", PROCESS,
-        "a file each worker process touches every heartbeat (for a container's health check)"),
+        "set by `zkqueue worker` for each worker process: a file it touches every heartbeat, which the "
+        "supervisor watches", shown="none"),
 )
 
 ALL_VARS = FLEET_VARS + PROCESS_VARS
@@ -260,6 +274,13 @@ class ProcessSettings(_Frozen):
     def cache_path(self) -> Path:
         """The local cache directory as a Path."""
         return Path(self.cache_dir)
+
+
+def markdown_table() -> str:
+    """The README's table of every setting (tests/test_config.py checks the README has it)."""
+    rows = ["| Variable | Default | Scope | Meaning |", "|---|---|---|---|"]
+    rows += [f"| `{v.env}` | {v.shown} | {v.scope} | {v.doc} |" for v in ALL_VARS]
+    return "\n".join(rows)
 
 
 def default_store_url(environ=None) -> str:
