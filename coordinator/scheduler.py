@@ -132,7 +132,7 @@ class Scheduler:
     def refresh(self, job_id: str, slot, token: int, worker: str) -> str:
         """Extends the lease: "ok", "overdue" (past its run deadline), "lost" (someone else
         owns the slot now) or "job_over"."""
-        return self.barrier.run("refresh", job_id, slot, token=token, worker=worker, lease_ttl_s=6).kind
+        return self.barrier.run("refresh", job_id, slot, token=token, worker=worker).kind
 
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
                fingerprint_id: str = "", runtime_field: str = "", prove_s: float = 0.0,
