@@ -151,6 +151,42 @@ class Client:
                                     inputs=stored, wasm_sha=wasm_sha, wasm_name=Path(wasm).name)
         return Job(self, out.detail[0])
 
+    def submit_stored(self, zkey_sha: str, *, witness_shas: list[str] | None = None,
+                      inputs: list[tuple[str, str]] | None = None, wasm_sha: str = "", wasm_name: str = "",
+                      priority: Priority | str = Priority.NORMAL, request_id: str | None = None) -> "Job":
+        """As submit, for files already in the artifact store, named by sha256: the key and
+        one witness per partition, or the circuit's .wasm (`wasm_sha`, `wasm_name`) and one
+        input JSON per partition as (sha256, name) pairs. Nothing is read or hashed again,
+        which matters for a key of gigabytes (the HTTP API submits this way); the caller has
+        checked the files.
+
+        The same `request_id` again returns the first job, whatever the arguments.
+
+        Raises:
+            BadRequest: neither or both of witnesses and inputs, inputs without a wasm, or an
+                unknown priority.
+            redis.RedisError, kombu.exceptions.OperationalError: Redis cannot be reached.
+        """
+        try:
+            priority = Priority(priority)
+        except ValueError:
+            raise BadRequest(f"unknown priority {priority!r}", expected=[p.value for p in Priority],
+                             found=priority) from None
+        if bool(witness_shas) == bool(inputs):
+            raise BadRequest("give either witnesses or inputs, at least one", expected="witnesses or inputs",
+                             found="both" if witness_shas else "neither")
+        if inputs and not wasm_sha:
+            raise BadRequest("inputs need the circuit's .wasm to compute their witnesses",
+                             expected="wasm_sha", found=None)
+        if request_id:
+            existing = self.r.get(keys.request(request_id))
+            if existing:
+                return Job(self, _s(existing))
+        out = self.scheduler.submit(uuid.uuid4().hex, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
+                                    witness_shas=list(witness_shas or []), inputs=list(inputs or []),
+                                    wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "")
+        return Job(self, out.detail[0])
+
     def job(self, job_id: str) -> "Job":
         """The job with this id.
 
