@@ -216,8 +216,58 @@ def cmd_flower(args) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args) -> int:
+    """The HTTP API (api/); like `worker`, an entry point this library module starts lazily."""
+    from zkqueue import config
+    settings = _settings(args)
+    overrides = {k: v for k, v in (("api_host", args.host), ("api_port", args.port)) if v is not None}
+    proc = config.process().replace(**overrides) if overrides else config.process()
+    from zkqueue.api import server
+    server.serve(settings, proc)
+    return EXIT_OK
+
+
+def cmd_api_keys(args) -> int:
+    from zkqueue.api.auth import KeyStore
+
+    from .scheduler import connect
+    store = KeyStore(connect(_settings(args)))
+    if args.action == "create":
+        if not args.name:
+            raise BadRequest("name the key: zkqueue api-keys create NAME", expected="NAME", found="nothing")
+        try:
+            key, token = store.create(args.name, proofs_per_hour=args.proofs_per_hour,
+                                      max_upload_bytes=args.max_upload_bytes)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        print(json.dumps({**key.as_dict(), "token": token}) if args.json else token)
+        if not args.json:
+            print(f"API key {key.id} ({key.name}): the token above is shown only now", file=sys.stderr)
+        return EXIT_OK
+    if args.action == "list":
+        found = store.list()
+        if args.json:
+            print(json.dumps([k.as_dict() for k in found], indent=1))
+            return EXIT_OK
+        for k in found:
+            limits = ", ".join(filter(None, [f"{k.proofs_per_hour} proofs/hour" if k.proofs_per_hour else "",
+                                             f"uploads <= {k.max_upload_bytes} bytes" if k.max_upload_bytes else ""]))
+            print(f"{k.id}  {k.name}" + (f"  ({limits})" if limits else "") + ("  REVOKED" if k.revoked else ""))
+        if not found:
+            print("no API keys")
+        return EXIT_OK
+    if not args.name:
+        raise BadRequest("name the key id to revoke: zkqueue api-keys revoke KEY_ID", expected="KEY_ID",
+                         found="nothing")
+    if not store.revoke(args.name):
+        raise BadRequest(f"no live API key {args.name}", found=args.name)
+    print(f"API key {args.name} revoked")
+    return EXIT_OK
+
+
 def add_queue_commands(sub) -> None:
-    """Registers submit, wait, status, cancel, quarantine, worker, demo, metrics and flower."""
+    """Registers submit, wait, status, cancel, quarantine, worker, demo, metrics, flower, serve and
+    api-keys."""
     from .jobs import Priority
 
     common = argparse.ArgumentParser(add_help=False)
@@ -291,6 +341,20 @@ def add_queue_commands(sub) -> None:
     f.add_argument("--port", type=int, default=None, help="default: $ZKQUEUE_FLOWER_PORT or 5555")
     f.add_argument("--addr", default="0.0.0.0")
     f.set_defaults(func=cmd_flower)
+
+    sv = sub.add_parser("serve", parents=[common], help="the HTTP API (OpenAPI at /openapi.json)")
+    sv.add_argument("--host", default=None, help="bind address (default: $ZKQUEUE_API_HOST or 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=None, help="default: $ZKQUEUE_API_PORT or 8080")
+    sv.set_defaults(func=cmd_serve)
+
+    ak = sub.add_parser("api-keys", parents=[common], help="create, list or revoke the HTTP API's keys")
+    ak.add_argument("action", choices=("create", "list", "revoke"))
+    ak.add_argument("name", nargs="?", help="create: the key's name; revoke: its id")
+    ak.add_argument("--proofs-per-hour", type=int, default=0, help="create: quota (default 0: none)")
+    ak.add_argument("--max-upload-bytes", type=int, default=0,
+                    help="create: largest upload (default 0: the server's ZKQUEUE_API_MAX_UPLOAD_BYTES)")
+    ak.add_argument("--json", action="store_true")
+    ak.set_defaults(func=cmd_api_keys)
 
 
 def main(argv: list[str] | None = None) -> int:

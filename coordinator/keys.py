@@ -47,6 +47,29 @@ submitted as circuit inputs), ``finalize`` verify every proof):
     zkq:runtime                    hash    "{zkey}|{device class}" -> moving average of proving
                                            seconds (sets how long an attempt may run)
 
+The HTTP API (api/, `zkqueue serve`) adds (``{key}`` is an API key's 12-hex id, ``{circuit}``
+a circuit's 32-hex id):
+
+    zkq:apikey:{key}               hash    an API key: name, secret_sha256 (the token's secret,
+                                           hashed; the token itself is never stored),
+                                           created_at, revoked_at, proofs_per_hour and
+                                           max_upload_bytes (0: no limit of its own)
+    zkq:apikeys                    zset    key -> created_at (`zkqueue api-keys list`)
+    zkq:apikey:{key}:circuits      set     the circuits this key registered (all it may use)
+    zkq:apikey:{key}:usage:{hour}  string  proofs requested in that clock hour (hours since the
+                                           epoch), for the key's quota; expires after two hours
+    zkq:circuit:{circuit}          hash    a registered circuit: zkey, wasm, r1cs, vk (sha256 of
+                                           the files in the store; wasm and r1cs may be ""),
+                                           wasm_name, curve, n_vars, n_public, domain_size,
+                                           zkey_bytes, created_at
+    zkq:artifact:{sha256}          string  JSON of what the API checked about a stored file
+                                           (kind: zkey, wasm, r1cs, and its header's numbers),
+                                           so a later upload naming it by hash skips the body
+
+A job the API submits has the request id ``api/{key}/{circuit}/{idempotency key or a random
+one}``: the job record itself says which key may see it and for which circuit, and the
+API's idempotency keys cannot collide across API keys.
+
 The Lua scripts (coordinator/lua/) get the job's own keys and the shared ones they name;
 they build the names of a job's other keys (its slots, results, request) from the prefix,
 in the formats above.
@@ -132,6 +155,30 @@ def quarantine() -> str:
 
 def runtime() -> str:
     return f"{PREFIX}:runtime"
+
+
+def api_key(key_id: str) -> str:
+    return f"{PREFIX}:apikey:{key_id}"
+
+
+def api_keys() -> str:
+    return f"{PREFIX}:apikeys"
+
+
+def api_key_circuits(key_id: str) -> str:
+    return f"{PREFIX}:apikey:{key_id}:circuits"
+
+
+def api_key_usage(key_id: str, hour: int) -> str:
+    return f"{PREFIX}:apikey:{key_id}:usage:{hour}"
+
+
+def circuit(circuit_id: str) -> str:
+    return f"{PREFIX}:circuit:{circuit_id}"
+
+
+def artifact(sha: str) -> str:
+    return f"{PREFIX}:artifact:{sha}"
 
 
 def member(job_id: str, slot_name: str | int) -> str:

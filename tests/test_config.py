@@ -15,7 +15,7 @@ from zkqueue.config import ConfigError, ProcessSettings, Settings
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"zkqueue": ROOT / "zkqueue", "zkqueue.groth16": ROOT / "groth16",
             "zkqueue.coordinator": ROOT / "coordinator", "zkqueue.tasks": ROOT / "tasks",
-            "zkqueue.workers": ROOT / "workers"}
+            "zkqueue.workers": ROOT / "workers", "zkqueue.api": ROOT / "api"}
 # Entry points may set variables for what they start (Flower's FLOWER_*, OpenBLAS's thread
 # count); they read settings through zkqueue.config like everyone else.
 ENTRY_POINTS = {"coordinator/cli.py", "groth16/cli.py", "groth16/witness/cli.py", "tasks/main.py"}

@@ -139,6 +139,24 @@ PROCESS_VARS = (
     Var("alive_file", str, "", PROCESS,
         "set by `zkqueue worker` for each worker process: a file it touches every heartbeat, which the "
         "supervisor watches", shown="none"),
+    # `zkqueue serve`, the HTTP API (api/): per process, so that instances behind one load
+    # balancer may differ (a bigger upload limit on the instance that takes circuit uploads).
+    Var("api_host", str, "127.0.0.1", PROCESS, "`zkqueue serve`'s bind address (`--host`)"),
+    Var("api_port", int, 8080, PROCESS, "`zkqueue serve`'s port (`--port`)"),
+    Var("api_max_upload_bytes", int, 16 << 30, PROCESS,
+        "largest multipart body `zkqueue serve` takes (a circuit's files, or a proof request's witnesses); "
+        "an API key's own limit may be lower", shown="`17179869184` (16 GiB)"),
+    Var("api_max_json_bytes", int, 64 << 20, PROCESS, "largest JSON body `zkqueue serve` takes (a proof request's inputs)",
+        shown="`67108864` (64 MiB)"),
+    Var("api_max_partitions", int, 1024, PROCESS, "most proofs one API request may ask for"),
+    Var("api_request_timeout_s", float, 30.0, PROCESS,
+        "an API request other than an upload or an event stream that takes longer gets 504"),
+    Var("api_upload_idle_timeout_s", float, 60.0, PROCESS, "an API upload that sends nothing for this long gets 408"),
+    Var("api_sse_keepalive_s", float, 15.0, PROCESS,
+        "an idle event stream (`/v1/jobs/{id}/events`) gets a comment line this often"),
+    Var("api_metrics_port", int, 0, PROCESS,
+        "`zkqueue serve` serves Prometheus `/metrics` (requests by route and status) on this port",
+        shown="`0` (off)"),
 )
 
 ALL_VARS = FLEET_VARS + PROCESS_VARS
