@@ -89,6 +89,15 @@ def test_the_demo_services_command_proves_on_running_workers(queue):  # noqa: F8
     assert "demo: OK" in proc.stdout and proc.stdout.count("verified (worker") == 4, proc.stdout
 
 
+def test_the_api_serves_its_own_port_from_the_settings_and_is_opt_in():
+    api = SERVICES["api"]
+    assert api["command"] == ["serve"] and "api" in api["profiles"]
+    env = api["environment"]
+    assert api["ports"] == [f"127.0.0.1:${{API_HOST_PORT:-8080}}:{env['ZKQUEUE_API_PORT']}"]
+    assert env["ZKQUEUE_API_HOST"] == "0.0.0.0"     # inside its container; published on localhost only
+    assert "/healthz" in " ".join(api["healthcheck"]["test"])
+
+
 def test_published_ports_listen_on_localhost_only():
     for name, s in SERVICES.items():
         for port in s.get("ports", []):
