@@ -13,16 +13,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from zkqueue.coordinator.errors import BadRequest
-from zkqueue.coordinator.jobs import Priority, SlotState
+from zkqueue.coordinator.jobs import SlotState
 
-from . import circuits, openapi, sse, views
-from .auth import ApiKey, QuotaExceeded
-from .capture import check
-from .errors import ApiError, from_groth16
+from . import circuits, openapi, proofs, sse, views
+from .auth import ApiKey
+from .errors import ApiError
 from .uploads import Form, read_form
 
-SHA256 = re.compile(r"[0-9a-f]{64}")
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")     # printable ASCII, no spaces
 
 
@@ -67,68 +64,8 @@ async def create_circuit(request: Request) -> Response:
                                fields={f"{role}_sha256" for role in circuits.ROLES},
                                max_bytes=a.upload_limit(key), idle_timeout_s=a.proc.api_upload_idle_timeout_s,
                                max_files=len(circuits.ROLES))
-    view, created = await a.blocking(_register, a, key, form, timeout_s=None)
+    view, created = await a.blocking(circuits.register_form, a, key, form, timeout_s=None)
     return JSONResponse(view, status_code=201 if created else 200)
-
-
-def _register(a, key: ApiKey, form: Form) -> tuple[dict, bool]:
-    try:
-        return _register_checked(a, key, form)
-    finally:
-        form.abort()          # whatever was not committed (on success: nothing is left)
-
-
-def _register_checked(a, key: ApiKey, form: Form) -> tuple[dict, bool]:
-    unknown = set(form.fields) - {f"{role}_sha256" for role in circuits.ROLES}
-    if unknown:
-        raise ApiError("invalid_request", f"unknown fields {sorted(unknown)}",
-                       {"expected": [f"{role}_sha256" for role in circuits.ROLES], "found": sorted(unknown)})
-    metas, shas, how, missing, vk = {}, {}, {}, [], None
-    for role in circuits.ROLES:
-        part, named = form.file(role), form.fields.get(f"{role}_sha256")
-        if named is not None and (not isinstance(named, str) or not SHA256.fullmatch(named)):
-            raise ApiError("invalid_request", f"{role}_sha256 must be 64 lowercase hex digits", {"found": named})
-        if part is not None:
-            try:
-                if role == "wasm":
-                    meta = circuits.wasm_meta(part.spooled_bytes(), part.filename)
-                else:
-                    checked = check(role, part.capture, part.filename)
-                    meta, vk = {"kind": role, **checked.meta}, checked.verification_key or vk
-            except Exception as exc:
-                from zkqueue.groth16.errors import InputError
-                if isinstance(exc, InputError):
-                    raise from_groth16(f"invalid_{role}", exc, source=part.filename) from None
-                raise
-            sha = part.upload.sha256
-            if named is not None and named != sha:
-                raise ApiError("digest_mismatch", f"{part.filename} hashes to {sha}, not the {role}_sha256 sent",
-                               {"file": role, "expected": named, "found": sha})
-            metas[role], shas[role] = {**meta, "bytes": part.size}, sha
-        elif named is not None:
-            meta = circuits.check_stored(a.r, a.store, role, named)
-            if meta is None:
-                missing.append(role)
-            else:
-                metas[role], shas[role], how[role] = meta, named, "named"
-    if "zkey" not in shas and "zkey" not in missing:
-        raise ApiError("invalid_request", "a circuit needs its .zkey: a `zkey` file part, or zkey_sha256",
-                       {"expected": "zkey"})
-    if missing:
-        raise ApiError("upload_required", f"the store does not have the {', '.join(missing)} named by sha256: "
-                       "send the file(s)", {"missing": missing})
-    circuits.cross_check(metas)
-    for part in form.files:
-        sha, existed = part.upload.commit()
-        how[part.name] = "already_stored" if existed else "stored"
-        meta = dict(metas[part.name])
-        if part.name == "zkey":
-            meta["vk"] = a.store.put_bytes(circuits.vk_bytes(vk))
-            metas["zkey"] = meta
-        circuits.remember(a.r, sha, meta)
-    wasm = form.file("wasm")       # its name shows in the witness calculator's messages
-    circuit, created = circuits.register(a.r, key, shas, metas, wasm.filename if wasm else "circuit.wasm")
-    return {**circuit.view(), "uploaded": how}, created
 
 
 async def get_circuit(request: Request) -> Response:
@@ -164,119 +101,20 @@ async def request_proofs(request: Request) -> Response:
     rid = views.request_id(key, cid, given or f"auto:{uuid.uuid4().hex}")
     if given is not None:
         # A retry: the job exists, the body need not be read (nor its witnesses stored again).
-        found = await a.blocking(_existing_job, a, key, rid)
+        found = await a.blocking(proofs.existing_job, a, key, rid)
         if found is not None:
             return JSONResponse(found, status_code=200)
     if media_type(request) == "application/json":
         body = await a.read_json(request)
         if not isinstance(body, dict):
             raise ApiError("invalid_request", "the body must be a JSON object: {\"inputs\": [...]}")
-        view, created = await a.blocking(_submit_inputs, a, key, cid, body, rid)
+        view, created = await a.blocking(proofs.submit_inputs, a, key, cid, body, rid)
     else:
         form = await read_form(request, a.store, files={"witness": "wtns"}, fields={"priority"},
                                max_bytes=a.upload_limit(key), idle_timeout_s=a.proc.api_upload_idle_timeout_s,
                                max_files=a.proc.api_max_partitions)
-        view, created = await a.blocking(_submit_witnesses, a, key, cid, form, rid, timeout_s=None)
+        view, created = await a.blocking(proofs.submit_witnesses, a, key, cid, form, rid, timeout_s=None)
     return JSONResponse(view, status_code=201 if created else 200)
-
-
-def _existing_job(a, key: ApiKey, rid: str) -> dict | None:
-    from zkqueue.coordinator import keys
-    job_id = a.r.get(keys.request(rid))
-    if job_id is None:
-        return None
-    job, st, owner = views.owned_job(a.client, key, job_id.decode())
-    return views.job_view(st, owner, views.verified_results(job, st))
-
-
-def _priority(value) -> Priority:
-    try:
-        return Priority(value if value is not None else "normal")
-    except ValueError:
-        raise ApiError("invalid_request", f"unknown priority {value!r}",
-                       {"expected": [p.value for p in Priority], "found": value}) from None
-
-
-def _count(a, n: int, what: str) -> None:
-    if not 1 <= n <= a.proc.api_max_partitions:
-        raise ApiError("invalid_request", f"send 1 to {a.proc.api_max_partitions} {what}",
-                       {"expected": f"1..{a.proc.api_max_partitions}", "found": n})
-
-
-def _submit_inputs(a, key: ApiKey, cid: str, body: dict, rid: str) -> tuple[dict, bool]:
-    from zkqueue.groth16.errors import InputError
-    from zkqueue.groth16.witness import parse_inputs
-
-    unknown = set(body) - {"inputs", "priority"}
-    if unknown:
-        raise ApiError("invalid_request", f"unknown fields {sorted(unknown)}",
-                       {"expected": ["inputs", "priority"], "found": sorted(unknown)})
-    circuit = circuits.get(a.r, key, cid)
-    priority = _priority(body.get("priority"))
-    inputs = body.get("inputs")
-    if not isinstance(inputs, list):
-        raise ApiError("invalid_request", "inputs: a list of input.json objects, one per proof",
-                       {"expected": "list", "found": type(inputs).__name__})
-    _count(a, len(inputs), "inputs")
-    if not circuit.wasm:
-        raise ApiError("circuit_has_no_wasm", f"circuit {cid} was registered without its .wasm: send witnesses, "
-                       "or register the circuit with its .wasm", {"circuit_id": cid})
-    calc = circuits.calculator(a.store.url, circuit.wasm, circuit.wasm_name)
-    encoded = []
-    for i, item in enumerate(inputs):
-        source = f"inputs[{i}]"
-        data = json.dumps(item).encode()
-        try:
-            # The witness calculator's own checks and messages, before any job exists.
-            calc.check_inputs(parse_inputs(data, source=source), source=source)
-        except InputError as exc:
-            raise from_groth16("invalid_inputs", exc, extra={"index": i}) from None
-        encoded.append((data, source))
-    return _submit(a, key, circuit, rid, priority, len(encoded),
-                   lambda: {"inputs": [(a.store.put_bytes(d), name) for d, name in encoded],
-                            "wasm_sha": circuit.wasm, "wasm_name": circuit.wasm_name})
-
-
-def _submit_witnesses(a, key: ApiKey, cid: str, form: Form, rid: str) -> tuple[dict, bool]:
-    try:
-        circuit = circuits.get(a.r, key, cid)
-        priority = _priority(form.fields.get("priority"))
-        _count(a, len(form.files), "witness files")
-        from zkqueue.groth16.errors import InputError
-        for i, part in enumerate(form.files):
-            try:
-                meta = check("wtns", part.capture, part.filename).meta
-            except InputError as exc:
-                raise from_groth16("invalid_witness", exc, source=part.filename, extra={"index": i}) from None
-            if meta["curve"] != circuit.curve or meta["n_witness"] != circuit.n_vars:
-                raise ApiError("invalid_witness", f"{part.filename}: a {meta['curve']} witness of {meta['n_witness']} "
-                               f"values; circuit {cid} takes {circuit.curve} witnesses of {circuit.n_vars}",
-                               {"index": i, "file": part.filename, "expected": [circuit.curve, circuit.n_vars],
-                                "found": [meta["curve"], meta["n_witness"]]})
-        return _submit(a, key, circuit, rid, priority, len(form.files),
-                       lambda: {"witness_shas": [part.upload.commit()[0] for part in form.files]})
-    finally:
-        form.abort()
-
-
-def _submit(a, key: ApiKey, circuit, rid: str, priority: Priority, n: int, files) -> tuple[dict, bool]:
-    """Charges the key's quota, stores the files (`files()`), submits; refunds on failure."""
-    try:
-        a.keys.charge(key, n)
-    except QuotaExceeded as exc:
-        raise ApiError("quota_exceeded", str(exc), {"limit": exc.limit, "used": exc.used, "asked": n,
-                                                     "retry_after_s": exc.retry_after_s},
-                       headers={"Retry-After": str(exc.retry_after_s)}) from None
-    try:
-        job = a.client.submit_stored(circuit.zkey, priority=priority, request_id=rid, **files())
-    except BadRequest as exc:
-        a.keys.refund(key, n)
-        raise ApiError("invalid_request", str(exc)) from None
-    except BaseException:
-        a.keys.refund(key, n)
-        raise
-    job, st, owner = views.owned_job(a.client, key, job.id)
-    return views.job_view(st, owner, {}), True
 
 
 # -- jobs ----------------------------------------------------------------------------------

@@ -47,9 +47,9 @@ def owned_job(client: Client, key: ApiKey, job_id: str) -> tuple[Job, JobStatus,
     Raises:
         ApiError: job_not_found (no such job, expired, submitted without the API, or another key's).
     """
+    job = Job(client, job_id)
     try:
-        job = client.job(job_id) if len(job_id) == 32 else None
-        st = job.status() if job is not None else None
+        st = job.status() if len(job_id) == 32 else None
     except JobNotFound:
         st = None
     owner = owner_of(st) if st is not None else None

@@ -96,3 +96,36 @@ def test_a_key_stored_by_the_python_client_is_registered_by_its_hash(api, queue)
     body = res.json()
     assert body["uploaded"] == {"zkey": "named"} and body["n_public"] == 6 and body["accepts"] == ["witnesses"]
     assert body["zkey_bytes"] == ZKEY.stat().st_size
+
+
+def test_a_slow_request_gets_504_and_a_server_without_redis_503(queue):  # noqa: F811
+    from api_support import free_port, start_server
+    slow = start_server(queue, ZKQUEUE_API_REQUEST_TIMEOUT_S="0.000001")
+    try:
+        res = slow.http(slow.key("t")).get("/v1/jobs/" + "0" * 32)
+        assert res.status_code == 504 and res.json()["error"]["code"] == "timeout", res.text
+    finally:
+        slow.stop()
+    port, dead = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "serve", "--port", str(port)], cwd=ROOT,
+                            env=queue.env(ZKQUEUE_REDIS_URL=f"redis://127.0.0.1:{dead}/0"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from queue_support import wait_until
+
+        def answers():
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=15)
+            except httpx.TransportError:
+                return None
+        res = wait_until(answers, 60, "the server to answer")
+        assert res.status_code == 503 and res.json()["error"]["code"] == "unavailable", res.text
+        res = httpx.get(f"http://127.0.0.1:{port}/v1/jobs/{'0' * 32}", headers={"Authorization": "Bearer zkq_x"},
+                        timeout=15)
+        assert res.status_code == 401      # a malformed token needs no Redis to be refused
+        res = httpx.get(f"http://127.0.0.1:{port}/v1/jobs/{'0' * 32}", timeout=15,
+                        headers={"Authorization": "Bearer zkq_000000000000_" + "A" * 43})
+        assert res.status_code == 503 and res.json()["error"]["code"] == "unavailable", res.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
