@@ -22,7 +22,7 @@ from zkqueue.coordinator.client import Client
 from . import errors, metrics, routes
 from .auth import ApiKey, KeyStore
 from .errors import ApiError
-from .uploads import check_length, too_large
+from .uploads import body_chunks
 
 
 class Api:
@@ -95,21 +95,9 @@ class Api:
         Raises:
             ApiError: unsupported_media_type, payload_too_large, upload_timeout, invalid_json.
         """
-        limit = self.proc.api_max_json_bytes
-        check_length(request, limit)
         body = bytearray()
-        stream = request.stream().__aiter__()
-        while True:
-            with anyio.move_on_after(self.proc.api_upload_idle_timeout_s) as idle:
-                try:
-                    chunk = await stream.__anext__()
-                except StopAsyncIteration:
-                    break
-            if idle.cancelled_caught:
-                raise ApiError("upload_timeout", f"nothing received for {self.proc.api_upload_idle_timeout_s:g} s")
+        async for chunk in body_chunks(request, self.proc.api_max_json_bytes, self.proc.api_upload_idle_timeout_s):
             body.extend(chunk)
-            if len(body) > limit:
-                raise too_large(len(body), limit)
         try:
             return json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:

@@ -112,7 +112,7 @@ async def request_proofs(request: Request) -> Response:
     else:
         form = await read_form(request, a.store, files={"witness": "wtns"}, fields={"priority"},
                                max_bytes=a.upload_limit(key), idle_timeout_s=a.proc.api_upload_idle_timeout_s,
-                               max_files=a.proc.api_max_partitions)
+                               max_files=a.proc.api_max_partitions, repeated=frozenset({"witness"}))
         view, created = await a.blocking(proofs.submit_witnesses, a, key, cid, form, rid, timeout_s=None)
     return JSONResponse(view, status_code=201 if created else 200)
 

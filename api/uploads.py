@@ -88,10 +88,10 @@ class Form:
 
 
 async def read_form(request: Request, store: ArtifactStore, *, files: dict[str, str], fields: set[str],
-                    max_bytes: int, idle_timeout_s: float, max_files: int) -> Form:
+                    max_bytes: int, idle_timeout_s: float, max_files: int, repeated: frozenset = frozenset()) -> Form:
     """Parses a multipart/form-data body, streaming each file part (named in `files`, with
-    its kind) into the store; `fields` are the plain fields allowed. On any error every
-    object written so far is dropped.
+    its kind) into the store; `fields` are the plain fields allowed, `repeated` the file
+    parts that may come more than once. On any error every object written so far is dropped.
 
     Raises:
         ApiError: unsupported_media_type, invalid_multipart (malformed, or a part that is
@@ -103,16 +103,54 @@ async def read_form(request: Request, store: ArtifactStore, *, files: dict[str, 
     if content_type != b"multipart/form-data" or not boundary:
         raise ApiError("unsupported_media_type", "send multipart/form-data (with a boundary)",
                        {"found": request.headers.get("content-type")})
-    check_length(request, max_bytes)
     form = Form()
+    reader = _FormReader(store, form, files, fields, repeated, max_files)
+    parser = MultipartParser(boundary, reader.callbacks())
     try:
-        await _parse(request, store, form, boundary, files, fields, max_bytes, idle_timeout_s, max_files)
+        async for chunk in body_chunks(request, max_bytes, idle_timeout_s):
+            try:
+                parser.write(chunk)
+            except Exception as exc:   # python-multipart's MultipartParseError and friends
+                raise ApiError("invalid_multipart", f"malformed multipart body: {exc}") from None
+            await reader.apply()
+        try:
+            parser.finalize()
+        except Exception as exc:
+            raise ApiError("invalid_multipart", f"malformed multipart body: {exc}") from None
+        reader.finish()
     except BaseException:
         # Also on cancellation (the client went away): nothing uncommitted may stay behind.
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(form.abort)
         raise
     return form
+
+
+async def body_chunks(request: Request, max_bytes: int, idle_timeout_s: float):
+    """The request body's chunks as they arrive, within a size limit (the declared length
+    first, then the bytes counted) and an idle timeout.
+
+    Raises:
+        ApiError: payload_too_large, upload_timeout, invalid_multipart (the client left).
+    """
+    check_length(request, max_bytes)
+    received = 0
+    stream = request.stream().__aiter__()
+    while True:
+        with anyio.move_on_after(idle_timeout_s) as idle:
+            try:
+                chunk = await stream.__anext__()
+            except StopAsyncIteration:
+                return
+            except ClientDisconnect:
+                raise ApiError("invalid_request", "the client closed the connection mid-body") from None
+        if idle.cancelled_caught:
+            raise ApiError("upload_timeout", f"nothing received for {idle_timeout_s:g} s; the upload is dropped",
+                           {"received_bytes": received})
+        received += len(chunk)
+        if received > max_bytes:
+            raise too_large(received, max_bytes)
+        yield chunk
 
 
 def check_length(request: Request, max_bytes: int) -> None:
@@ -131,101 +169,87 @@ def too_large(size: int, max_bytes: int) -> ApiError:
                     {"limit_bytes": max_bytes, "found_bytes": size})
 
 
-async def _parse(request, store, form: Form, boundary: bytes, files: dict[str, str], fields: set[str],
-                 max_bytes: int, idle_timeout_s: float, max_files: int) -> None:
-    events: list[tuple[str, bytes]] = []
-    headers: dict[bytes, bytes] = {}
-    header_field = bytearray()
-    header_value = bytearray()
+class _FormReader:
+    """Builds a Form from python-multipart's callbacks. The parser calls them synchronously
+    inside parser.write(chunk); they only queue events, and apply() then acts on them, since
+    acting means writing to the store, in a worker thread."""
 
-    def on_header_field(data, start, end):
-        header_field.extend(data[start:end])
+    def __init__(self, store: ArtifactStore, form: Form, files: dict[str, str], fields: set[str],
+                 repeated: frozenset, max_files: int):
+        self.store, self.form, self.files, self.fields = store, form, files, fields
+        self.repeated, self.max_files = repeated, max_files
+        self.events: list[tuple[str, bytes]] = []
+        self.headers: dict[bytes, bytes] = {}
+        self._header_field, self._header_value = bytearray(), bytearray()
+        self.current: FilePart | None = None      # the file part being received
+        self.field: str | None = None             # ... or the plain field
+        self.value = bytearray()
 
-    def on_header_value(data, start, end):
-        header_value.extend(data[start:end])
+    def callbacks(self) -> dict:
+        def on_header_end():
+            self.headers[bytes(self._header_field).lower()] = bytes(self._header_value)
+            self._header_field.clear()
+            self._header_value.clear()
+        return {
+            "on_part_begin": self.headers.clear,
+            "on_header_field": lambda data, start, end: self._header_field.extend(data[start:end]),
+            "on_header_value": lambda data, start, end: self._header_value.extend(data[start:end]),
+            "on_header_end": on_header_end,
+            "on_headers_finished": lambda: self.events.append(
+                ("headers", self.headers.get(b"content-disposition", b""))),
+            "on_part_data": lambda data, start, end: self.events.append(("data", bytes(data[start:end]))),
+            "on_part_end": lambda: self.events.append(("end", b"")),
+        }
 
-    def on_header_end():
-        headers[bytes(header_field).lower()] = bytes(header_value)
-        header_field.clear()
-        header_value.clear()
+    async def apply(self) -> None:
+        """Acts on the events of the last chunk, in order."""
+        for kind, data in self.events:
+            await getattr(self, f"_on_{kind}")(data)
+        self.events.clear()
 
-    callbacks = {
-        "on_part_begin": lambda: (headers.clear(), events.append(("begin", b""))),
-        "on_header_field": on_header_field, "on_header_value": on_header_value, "on_header_end": on_header_end,
-        "on_headers_finished": lambda: events.append(("headers", headers.get(b"content-disposition", b""))),
-        "on_part_data": lambda data, start, end: events.append(("data", bytes(data[start:end]))),
-        "on_part_end": lambda: events.append(("end", b"")),
-    }
-    parser = MultipartParser(boundary, callbacks)
-    current: FilePart | None = None
-    field_name: str | None = None
-    field_value = bytearray()
-    received = 0
-    stream = request.stream().__aiter__()
-    while True:
-        with anyio.move_on_after(idle_timeout_s) as idle:
-            try:
-                chunk = await stream.__anext__()
-            except StopAsyncIteration:
-                break
-            except ClientDisconnect:
-                raise ApiError("invalid_multipart", "the client closed the connection mid-upload") from None
-        if idle.cancelled_caught:
-            raise ApiError("upload_timeout", f"nothing received for {idle_timeout_s:g} s; the upload is dropped",
-                           {"received_bytes": received})
-        received += len(chunk)
-        if received > max_bytes:
-            raise too_large(received, max_bytes)
-        try:
-            parser.write(chunk)
-        except Exception as exc:   # python-multipart's MultipartParseError and friends
-            raise ApiError("invalid_multipart", f"malformed multipart body: {exc}") from None
-        for kind, data in events:
-            if kind == "headers":
-                _, options = parse_options_header(data)
-                name = options.get(b"name", b"").decode(errors="replace")
-                filename = options.get(b"filename")
-                if name in files:
-                    if filename is None:
-                        raise ApiError("invalid_multipart", f"part {name!r} must be a file (a filename)")
-                    if len([f for f in form.files if f.name == name]) and files[name] != "wtns":
-                        raise ApiError("invalid_multipart", f"part {name!r} given twice")
-                    if len(form.files) >= max_files:
-                        raise ApiError("invalid_multipart", f"more than {max_files} files in one request")
-                    current = await anyio.to_thread.run_sync(_new_part, store, name, filename.decode(errors="replace"),
-                                                             files[name])
-                    form.files.append(current)
-                elif name in fields and filename is None:
-                    if name in form.fields:
-                        raise ApiError("invalid_multipart", f"field {name!r} given twice")
-                    field_name = name
-                else:
-                    allowed = sorted(files) + sorted(fields)
-                    raise ApiError("invalid_multipart", f"unexpected part {name!r}",
-                                   {"expected": allowed, "found": name})
-            elif kind == "data":
-                if current is not None:
-                    current.take(data)
-                    if len(current.pending) >= WRITE_BYTES:
-                        await anyio.to_thread.run_sync(current.flush)
-                elif field_name is not None:
-                    field_value.extend(data)
-                    if len(field_value) > MAX_FIELD_BYTES:
-                        raise ApiError("payload_too_large", f"field {field_name!r} is over {MAX_FIELD_BYTES} bytes")
-            elif kind == "end":
-                if current is not None:
-                    await anyio.to_thread.run_sync(current.flush)
-                    current = None
-                elif field_name is not None:
-                    form.fields[field_name] = field_value.decode(errors="replace").strip()
-                    field_name, field_value = None, bytearray()
-        events.clear()
-    try:
-        parser.finalize()
-    except Exception as exc:
-        raise ApiError("invalid_multipart", f"malformed multipart body: {exc}") from None
-    if current is not None or field_name is not None:
-        raise ApiError("invalid_multipart", "the body ended inside a part")
+    async def _on_headers(self, disposition: bytes) -> None:
+        _, options = parse_options_header(disposition)
+        name = options.get(b"name", b"").decode(errors="replace")
+        filename = options.get(b"filename")
+        if name in self.files:
+            if filename is None:
+                raise ApiError("invalid_multipart", f"part {name!r} must be a file (a filename)")
+            if self.form.file(name) is not None and name not in self.repeated:
+                raise ApiError("invalid_multipart", f"part {name!r} given twice")
+            if len(self.form.files) >= self.max_files:
+                raise ApiError("invalid_multipart", f"more than {self.max_files} files in one request")
+            self.current = await anyio.to_thread.run_sync(_new_part, self.store, name,
+                                                          filename.decode(errors="replace"), self.files[name])
+            self.form.files.append(self.current)
+        elif name in self.fields and filename is None:
+            if name in self.form.fields:
+                raise ApiError("invalid_multipart", f"field {name!r} given twice")
+            self.field = name
+        else:
+            raise ApiError("invalid_multipart", f"unexpected part {name!r}",
+                           {"expected": sorted(self.files) + sorted(self.fields), "found": name})
+
+    async def _on_data(self, data: bytes) -> None:
+        if self.current is not None:
+            self.current.take(data)
+            if len(self.current.pending) >= WRITE_BYTES:
+                await anyio.to_thread.run_sync(self.current.flush)
+        elif self.field is not None:
+            self.value.extend(data)
+            if len(self.value) > MAX_FIELD_BYTES:
+                raise ApiError("payload_too_large", f"field {self.field!r} is over {MAX_FIELD_BYTES} bytes")
+
+    async def _on_end(self, _: bytes) -> None:
+        if self.current is not None:
+            await anyio.to_thread.run_sync(self.current.flush)
+            self.current = None
+        elif self.field is not None:
+            self.form.fields[self.field] = self.value.decode(errors="replace").strip()
+            self.field, self.value = None, bytearray()
+
+    def finish(self) -> None:
+        if self.current is not None or self.field is not None:
+            raise ApiError("invalid_multipart", "the body ended inside a part")
 
 
 def _new_part(store: ArtifactStore, name: str, filename: str, kind: str) -> FilePart:
