@@ -9,6 +9,7 @@ learn whether another key's job exists.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from zkqueue.coordinator.client import Client, Job
@@ -19,6 +20,13 @@ from .auth import ApiKey
 from .errors import ApiError
 
 REQUEST_PREFIX = "api"
+# A worker names a bad file by its place in the store; a client knows it by its hash.
+STORE_PATH = re.compile(r"\S*/sha256/[0-9a-f]{2}/([0-9a-f]{64})")
+
+
+def public_message(message: str | None) -> str | None:
+    """A queue message as a client may see it: store paths become "sha256:<hash>"."""
+    return STORE_PATH.sub(r"sha256:\1", message) if message else message
 
 
 def request_id(key: ApiKey, circuit_id: str, idempotency_key: str) -> str:
@@ -81,7 +89,8 @@ def _partition_view(p, results: dict, job_id: str) -> dict:
         "fingerprint": res.fingerprint if res is not None else None,
         "timings_s": p.timings_s,
         # Why an attempt ended without a proof (lost lease, hang, invalid proof, bad input).
-        "errors": [{k: e[k] for k in ("event", "reason", "worker", "attempt", "at") if k in e}
+        "errors": [{k: public_message(e[k]) if k == "reason" else e[k]
+                    for k in ("event", "reason", "worker", "attempt", "at") if k in e}
                    for e in p.events if "reason" in e],
         "proof": f"/v1/jobs/{job_id}/proofs/{p.index}" if res is not None else None,
     }
@@ -95,7 +104,7 @@ def job_view(st: JobStatus, owner: Owner, results: dict) -> dict:
         "over": st.state.over, "priority": st.priority.value, "idempotency_key": owner.idempotency_key,
         "n_partitions": st.n_partitions, "created_at": st.created_at, "finished_at": st.finished_at,
         "error": None if not st.error else {
-            "message": st.error, "partition": int(slot) if slot and slot.isdigit() else slot},
+            "message": public_message(st.error), "partition": int(slot) if slot and slot.isdigit() else slot},
         "timings_s": st.timings_s,
         "partitions": [_partition_view(p, results, st.job_id) for p in st.partitions],
         "invalid_proofs": st.bad_workers,

@@ -81,3 +81,34 @@ def test_the_same_circuit_again_is_named_by_sha256_and_its_body_never_sent(api):
     other = upload_circuit(api.http(api.key("bob")))
     assert other.status_code == 201 and other.json()["uploaded"] == {"zkey": "already_stored", "wasm": "already_stored"}
     assert other.json()["circuit_id"] == created.json()["circuit_id"]
+
+
+def test_a_bad_witness_fails_its_job_and_the_api_names_the_partition_and_the_reason(api, queue, tmp_path):  # noqa: F811
+    from api_support import WITNESSES
+    from zkqueue.groth16.formats.wtns import read_header
+    group = queue.start_workers(1)
+    http = api.http(api.key("alice"))
+    cid = upload_circuit(http, wasm=False).json()["circuit_id"]
+    # Partition 2's witness holds a value that is not in the field: a well-formed file (the
+    # API's header check passes) that the worker refuses as bad input.
+    bad = bytearray(WITNESSES[2].read_bytes())
+    h = read_header(WITNESSES[2])
+    values_at = len(bad) - h.n_witness * 32
+    bad[values_at + 5 * 32: values_at + 6 * 32] = b"\xff" * 32
+    files = [("witness", (p.name, p.read_bytes())) for p in WITNESSES[:2]]
+    files += [("witness", ("bad.wtns", bytes(bad))), ("witness", (WITNESSES[3].name, WITNESSES[3].read_bytes()))]
+    queue.ready(group)
+    job = http.post(f"/v1/circuits/{cid}/proofs", files=files)
+    assert job.status_code == 201, job.text
+    jid = job.json()["job_id"]
+    with http.stream("GET", f"/v1/jobs/{jid}/events", timeout=120) as stream:
+        events = list(sse_events(stream))
+    end = events[-1][1]
+    assert events[-1][0] == "end" and end["state"] == "failed", events
+    bad_sha = hashlib.sha256(bad).hexdigest()
+    assert end["error"] == {"partition": 2, "message": f"partition 2: sha256:{bad_sha}: corrupt .wtns: value 5 is "
+                                                       "not below the bn128 scalar field prime"}, end["error"]
+    failed = end["partitions"][2]
+    assert failed["state"] == "failed" and failed["errors"] and failed["errors"][0]["event"] == "input_error", failed
+    res = http.get(f"/v1/jobs/{jid}/proofs/2")
+    assert res.status_code == 409 and res.json()["error"]["detail"]["job_state"] == "failed"
