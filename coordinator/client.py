@@ -337,7 +337,10 @@ class Job:
                     if left is not None and left <= 0:
                         raise WaitTimeout(f"job {self.id} is still {state.value} after {timeout_s:g} s",
                                           job_id=self.id)
-                    pubsub.get_message(timeout=min(1.0, left) if left is not None else 1.0)
+                    if pubsub.get_message(timeout=min(1.0, left) if left is not None else 1.0):
+                        # Changes that came meanwhile: the next read covers them all.
+                        while pubsub.get_message(timeout=0):
+                            pass
                 except (redis.ConnectionError, redis.TimeoutError) as exc:
                     # Redis restarting or briefly unreachable: the job goes on; keep waiting.
                     if left is not None and left <= 0:
