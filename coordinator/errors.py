@@ -62,6 +62,15 @@ class JobFailed(JobError):
         super().__init__(f"job {job_id} failed: {message}", job_id=job_id)
 
 
+class JobLost(JobFailed):
+    """The job's record is gone from Redis while it was awaited: Redis restarted without its
+    data (or the record expired). The job cannot finish: submit it again."""
+
+    def __init__(self, job_id: str):
+        super().__init__("its record is gone from Redis: Redis may have restarted without its data "
+                         "(or the record expired), so the job is lost; submit it again", job_id=job_id)
+
+
 class JobCancelled(JobError):
     """The job was cancelled before it completed."""
 

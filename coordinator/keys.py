@@ -6,16 +6,21 @@ submitted as circuit inputs), ``finalize`` verify every proof):
 
     zkq:job:{job}                  hash    the job record: state, priority, zkey (sha256), n,
                                            created_at, started_at, finished_at, error,
-                                           error_slot, request_id, finalize_sent, verify_s, and
-                                           for an inputs job wasm (sha256) and wasm_name
+                                           error_slot, request_id, finalize_sent, verify_s, r1cs
+                                           (sha256 or ""), all_or_nothing, failed (partitions
+                                           failed alone), attempts, c:{kind}:{state} (how many
+                                           slots of each kind are in each state: progress in
+                                           one read), and for an inputs job wasm (sha256) and
+                                           wasm_name
     zkq:job:{job}:slot:{slot}      hash    one slot, every kind with the same fields: state,
                                            token, attempts, worker, pid, fingerprint,
                                            enqueued_at, started_at, run_deadline, finished_at,
                                            routed_to, excluded (space-separated worker ids),
-                                           bounces, orphaned_since; a partition adds witness
-                                           (sha256), invalid_fps and invalid_builds
-                                           (fingerprints / builds whose proofs of it failed
-                                           verification); a witness slot adds input (sha256),
+                                           bounces, parked_since, parked_reason; a partition
+                                           adds witness (sha256), witness_name, error (why it
+                                           failed), invalid_fps, invalid_builds and invalid_by
+                                           (fingerprints / builds / "build|worker" whose proofs
+                                           of it failed verification); a witness slot adds input (sha256),
                                            input_name, unserved_since, and once done witness
                                            and synth_s
     zkq:job:{job}:results          hash    index -> JSON result (proof, public, fingerprint,
@@ -46,6 +51,11 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            workers with it take no work until an operator clears it
     zkq:runtime                    hash    "{zkey}|{device class}" -> moving average of proving
                                            seconds (sets how long an attempt may run)
+    zkq:valid:{zkey}               hash    build -> when it last recorded a valid proof of this
+                                           key (with the result TTL): a build that proves a
+                                           key validly and fails one witness twice blames it
+    zkq:dead                       list    JSON dead letters, newest first (coordinator/deadletter.py)
+    zkq:dead:count                 string  dead letters recorded since the list was cleared
 
 The HTTP API (api/, `zkqueue serve`) adds (``{key}`` is an API key's 12-hex id, ``{circuit}``
 a circuit's 32-hex id):
@@ -179,6 +189,14 @@ def circuit(circuit_id: str) -> str:
 
 def artifact(sha: str) -> str:
     return f"{PREFIX}:artifact:{sha}"
+
+
+def dead_letters() -> str:
+    return f"{PREFIX}:dead"
+
+
+def dead_letter_count() -> str:
+    return f"{PREFIX}:dead:count"
 
 
 def member(job_id: str, slot_name: str | int) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -79,6 +80,11 @@ class Reaper:
                 acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
             elif out.kind == "check":
                 checks.append((job_id, slot, int(out.detail[0])))
+            elif out.kind == "parked":
+                acted += self._unpark(job_id, slot, int(out.detail[0]))
+            elif out.kind == "gave_up":
+                log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
+                acted += 1
         if checks:
             acted += self._resend_missing(checks)
         acted += self._adopt_orphans()
@@ -104,6 +110,15 @@ class Reaper:
             log.warning("job %s: %s -> %s", job_id, reason, out.kind)
             return 1
         return 0
+
+    def _unpark(self, job_id: str, slot: str, token: int) -> int:
+        """Sends a parked slot to an eligible worker, if one is alive now."""
+        others = self.s.eligible_workers(self.s.excluded(job_id, slot))
+        if not others:
+            return 0
+        out = self.s.reroute(job_id, slot, token, states="parked", event="rerouted",
+                             reason="an eligible worker is alive again", route_to=random.choice(others))
+        return int(out.kind == "send")
 
     def _resend_missing(self, checks: list[tuple[str, str, int]]) -> int:
         """Queued slots due for a check: re-sends those whose message is on no queue and
@@ -158,10 +173,11 @@ class Reaper:
             return 0
         if self.s.registry.alive(route):
             return 0
-        new_route = self.s.pick_route(set(excluded.split()) | {route})
-        out = self.s.reroute(job_id, slot, int(token), states="queued sending", event="rerouted",
-                             reason=f"worker {route} it was routed to is gone", route_to=new_route)
-        return int(out.kind in ("send", "failed"))
+        out = self.s.hand_on(job_id, slot, int(token), leaving=route, states="queued sending", event="rerouted",
+                             reason=f"worker {route} it was routed to is gone",
+                             parked_reason=f"no eligible worker is left to take it (worker {route} it was routed "
+                                           f"to is gone; excluded: {excluded or 'none'})")
+        return int(out.kind in ("send", "failed", "parked"))
 
     def _forget_dead_workers(self) -> None:
         for worker_id in self.s.registry.dead(older_than_s=max(60.0, 10 * self.s.settings.heartbeat_ttl_s)):

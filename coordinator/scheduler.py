@@ -28,6 +28,9 @@ from .registry import Registry
 
 log = logging.getLogger("zkqueue.scheduler")
 
+# The last item of a script's reply when it elected the finalize step (prelude.lua's done()).
+ELECTED = "finalize="
+
 
 def connect(settings: Settings) -> redis.Redis:
     """A Redis client for `settings.redis_url` (socket timeouts so a dead Redis is an error,
@@ -96,20 +99,31 @@ class Scheduler:
             self.send(job_id, slot, int(out.detail[0]), route_to=route_to, priority=priority)
         return out
 
+    def _run(self, name: str, job_id: str, slot, **args) -> Outcome:
+        """Runs a transition; when it settled the job (every partition ended) and elected the
+        finalize step, sends finalize. Returns the outcome without the election."""
+        out = self.barrier.run(name, job_id, slot, **args)
+        if out.detail and out.detail[-1].startswith(ELECTED):
+            self.send(job_id, FINALIZE_SLOT, int(out.detail[-1][len(ELECTED):]))
+            out = Outcome(out.kind, out.detail[:-1])
+        return out
+
     # -- a job's life ----------------------------------------------------------------------
 
     def submit(self, job_id: str, *, request_id: str | None, priority: Priority, zkey_sha: str,
-               witness_shas: list[str] = (), inputs: list[tuple[str, str]] = (), wasm_sha: str = "",
-               wasm_name: str = "") -> Outcome:
-        """Creates the job and sends its first messages: one per partition, or with `inputs`
-        ((sha256, name) pairs) one witness to compute per partition. Returns "created" (job)
-        or "exists" (the earlier job of `request_id`)."""
+               witnesses: list[tuple[str, str]] = (), inputs: list[tuple[str, str]] = (), wasm_sha: str = "",
+               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False) -> Outcome:
+        """Creates the job and sends its first messages: one per partition (`witnesses`:
+        (sha256, file name) pairs), or with `inputs` (the same pairs of input JSON) one
+        witness to compute per partition. Returns "created" (job) or "exists" (the earlier
+        job of `request_id`)."""
         out = self.barrier.run("submit", job_id, FINALIZE_SLOT, request_id=request_id or "",
-                               priority=priority.value, zkey=zkey_sha, witnesses=list(witness_shas),
+                               priority=priority.value, zkey=zkey_sha,
+                               witnesses=[{"sha": sha, "name": name} for sha, name in witnesses],
                                inputs=[{"sha": sha, "name": name} for sha, name in inputs],
-                               wasm=wasm_sha, wasm_name=wasm_name)
+                               wasm=wasm_sha, wasm_name=wasm_name, r1cs=r1cs_sha, all_or_nothing=all_or_nothing)
         if out.kind == "created":
-            first = [keys.synth_slot(i) for i in range(len(inputs))] if inputs else range(len(witness_shas))
+            first = [keys.synth_slot(i) for i in range(len(inputs))] if inputs else range(len(witnesses))
             for slot in first:
                 self.send(job_id, slot, 1, priority=priority.broker_priority)
         return out
@@ -123,9 +137,9 @@ class Scheduler:
     def claim(self, job_id: str, slot, token: int, worker: str, pid: int, *, fingerprint_id: str = "",
               run_s: float | None = None) -> Outcome:
         """Starts an attempt: "ok" (attempt n, started at), or why not: job_over, stale, done,
-        busy, excluded, quarantined. The attempt is overdue after `run_s` (default: the
+        busy, excluded, quarantined, gave_up (its attempts were spent: it failed). The attempt is overdue after `run_s` (default: the
         configured partition timeout), whatever its lease refreshes say."""
-        return self.barrier.run("claim", job_id, slot, token=token, worker=worker, pid=pid,
+        return self._run("claim", job_id, slot, token=token, worker=worker, pid=pid,
                                 fingerprint=fingerprint_id,
                                 run_s=self.settings.partition_timeout_s if run_s is None else run_s)
 
@@ -135,66 +149,78 @@ class Scheduler:
         return self.barrier.run("refresh", job_id, slot, token=token, worker=worker).kind
 
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
-               fingerprint_id: str = "", runtime_field: str = "", prove_s: float = 0.0,
-               key_load_s: float = 0.0) -> Outcome:
-        """Stores a partition's proof once; sends finalize when this completed the set; strikes
-        the fingerprints whose proofs of this partition failed; folds the timings into the
-        runtime averages. Returns "recorded", "finalize" (with its token), "duplicate",
-        "stale" or "job_over"."""
-        out = self.barrier.run("record", job_id, index, token=token, worker=worker, payload=json.dumps(payload))
-        if out.kind not in ("recorded", "finalize"):
+               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0) -> Outcome:
+        """Stores a partition's proof once (sending finalize when every partition has now
+        ended); strikes the fingerprints whose proofs of this partition failed; folds the
+        timings into the runtime averages. Returns "recorded", "duplicate", "stale" or
+        "job_over"."""
+        out = self._run("record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
+                        build=_word(fingerprint.get("build", "")))
+        if out.kind != "recorded":
             return out
-        invalid_fps = out.detail[1:] if out.kind == "finalize" else out.detail
-        if invalid_fps:
-            self.barrier.run("strike", job_id, index, fingerprints=list(invalid_fps), confirmed_by=fingerprint_id)
+        if out.detail:
+            self.barrier.run("strike", job_id, index, fingerprints=list(out.detail),
+                             confirmed_by=fingerprint.get("id", ""))
         if runtime_field:
             self.barrier.run("measure", job_id, index, field=runtime_field, prove_s=prove_s, key_load_s=key_load_s)
-        if out.kind == "finalize":
-            self.send(job_id, FINALIZE_SLOT, int(out.detail[0]))
-            return Outcome("finalize", out.detail[:1])
         return Outcome("recorded")
 
     def witness_ready(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
                       synth_s: float) -> Outcome:
         """Hands a computed witness to its partition and sends the prove message: "send"
         (partition token), "stale" or "job_over"."""
-        out = self.barrier.run("witness_ready", job_id, keys.synth_slot(index), token=token, worker=worker,
+        out = self._run("witness_ready", job_id, keys.synth_slot(index), token=token, worker=worker,
                                witness=witness_sha, synth_s=synth_s)
         return self._send_if(out, job_id, index)
 
     def fail_input(self, job_id: str, slot, token: int, worker: str, reason: str) -> bool:
-        """Fails the job now (bad input: not retried). False when the attempt was not current
-        or the job was already over."""
-        return self.barrier.run("fail_input", job_id, slot, token=token, worker=worker, reason=reason).kind == "1"
+        """Fails the partition now (bad input: not retried; the job too when it is
+        all-or-nothing). False when the attempt was not current or the job was over."""
+        return self._run("fail_input", job_id, slot, token=token, worker=worker, reason=reason).kind == "failed"
 
     def suspect(self, job_id: str, index: int, token: int, worker: str, fingerprint: dict,
                 reason: str) -> Outcome:
         """This attempt's proof failed its own verification: "retry" (the worker is excluded;
-        the caller passes the slot on), "unsatisfied" (two builds agree: the job failed),
-        "stale", "job_over"."""
-        return self.barrier.run("suspect", job_id, index, token=token, worker=worker,
-                                fingerprint_id=fingerprint.get("id", ""), build=fingerprint.get("build", ""),
-                                fingerprint=json.dumps(fingerprint), reason=reason)
+        the caller passes the slot on), "unsatisfied" (with how it was judged: the partition
+        failed), "stale", "job_over"."""
+        return self._run("suspect", job_id, index, token=token, worker=worker,
+                         fingerprint_id=fingerprint.get("id", ""), build=_word(fingerprint.get("build", "")),
+                         fingerprint=json.dumps(fingerprint), reason=reason)
 
     def requeue(self, job_id: str, slot, token: int, *, event: str, reason: str, exclude: str = "",
                 route_to: str = "", require_expired: bool = False) -> Outcome:
         """A running attempt ended without a result (an attempt spent): sends the slot again,
-        ahead of fresh work. "send" (new token), "failed" (attempts spent: the job failed with
-        `reason`), "stale", "skip", "job_over"."""
-        out = self.barrier.run("requeue", job_id, slot, token=token, event=event, reason=reason, exclude=exclude,
+        ahead of fresh work. "send" (new token), "failed" (attempts spent: the partition
+        failed with `reason`, or the job for finalize), "stale", "skip", "job_over"."""
+        out = self._run("requeue", job_id, slot, token=token, event=event, reason=reason, exclude=exclude,
                                route=route_to, require_expired=require_expired)
         # A retry goes ahead of fresh work: it has waited its turn once already, and its job's
         # other partitions may all be done.
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
     def reroute(self, job_id: str, slot, token: int, *, states: str, event: str, reason: str,
-                route_to: str = "", orphaned: bool = False) -> Outcome:
-        """Sends the slot to another worker without spending an attempt (a bounce); with
-        `orphaned` (no eligible worker alive) the job fails after orphan_timeout_s of that.
-        Returns as requeue()."""
-        out = self.barrier.run("reroute", job_id, slot, token=token, states=states, event=event, reason=reason,
-                               route=route_to, orphaned=orphaned)
+                route_to: str = "") -> Outcome:
+        """Sends the slot to another worker (`route_to`'s own queue, or the shared one when
+        "") without spending an attempt. Returns as requeue()."""
+        out = self._run("reroute", job_id, slot, token=token, states=states, event=event, reason=reason,
+                        route=route_to)
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
+
+    def park(self, job_id: str, slot, token: int, *, states: str, reason: str) -> Outcome:
+        """No eligible worker is alive for the slot: it waits with no message and holding no
+        worker; the reaper sends it on when one appears, or gives it up with `reason` after
+        orphan_timeout_s. Returns "parked", "stale", "skip" or "job_over"."""
+        return self._run("park", job_id, slot, token=token, states=states, reason=reason)
+
+    def hand_on(self, job_id: str, slot, token: int, *, leaving: str, states: str, event: str, reason: str,
+                parked_reason: str) -> Outcome:
+        """Sends the slot to a live, eligible worker other than `leaving` and those excluded
+        from it, or parks it with `parked_reason` when there is none."""
+        others = self.eligible_workers(self.excluded(job_id, slot) | {leaving})
+        if others:
+            return self.reroute(job_id, slot, token, states=states, event=event, reason=reason,
+                                route_to=random.choice(others))
+        return self.park(job_id, slot, token, states=states, reason=parked_reason)
 
     def resend(self, job_id: str, slot, token: int, *, orphan_tag: str = "") -> bool:
         """A queued slot's message is missing, or (`orphan_tag`) its unacknowledged copy lost
@@ -209,20 +235,21 @@ class Scheduler:
         """A queued witness slot whose message waits while live workers exist; `reason` says
         why none of them takes synthesis ("" when one does): "waiting", "served", "failed"
         (the job, after orphan_timeout_s) or "skip"."""
-        return self.barrier.run("unserved", job_id, slot, token=token, unserved=bool(reason), reason=reason).kind
+        return self._run("unserved", job_id, slot, token=token, unserved=bool(reason), reason=reason).kind
 
     def reap(self, job_id: str, slot) -> Outcome:
         """The reaper's decision for a slot whose deadline passed: "none", "resend" (token,
-        route), "lost" (token, worker, overdue 1/0) or "check" (token, route)."""
-        return self.barrier.run("reap", job_id, slot)
+        route), "lost" (token, worker, overdue 1/0), "check" (token, route), "parked"
+        (token) or "gave_up"."""
+        return self._run("reap", job_id, slot)
 
     # -- finalize --------------------------------------------------------------------------
 
     def reprove(self, job_id: str, token: int, bad: list[dict]) -> Outcome:
         """Finalize found invalid proofs: drops them, excludes their workers and sends each
-        partition again (to item["route_to"]). `bad` items: index, worker, fingerprint,
-        reason, route_to. Returns "send", "failed", "stale" or "job_over"."""
-        out = self.barrier.run("reprove", job_id, FINALIZE_SLOT, token=token, bad=[
+        partition again (to item["route_to"]); one whose attempts are spent fails. `bad` items:
+        index, worker, fingerprint, reason, route_to. Returns "send", "stale" or "job_over"."""
+        out = self._run("reprove", job_id, FINALIZE_SLOT, token=token, bad=[
             {"index": b["index"], "worker": b["worker"], "fingerprint_id": (b["fingerprint"] or {}).get("id", ""),
              "fingerprint": json.dumps(b["fingerprint"] or {}), "reason": b["reason"], "route": b["route_to"]}
             for b in bad])
@@ -233,7 +260,8 @@ class Scheduler:
         return out
 
     def finish(self, job_id: str, finalize_token: int, verify_s: float) -> bool:
-        """Marks the job done (finalize verified every partition). False if it was not current."""
+        """Marks the job done (finalize verified every proved partition), or done with
+        failures when some partitions failed alone. False if it was not current."""
         return self.barrier.run("finish", job_id, FINALIZE_SLOT, token=finalize_token, verify_s=verify_s).kind == "1"
 
     # -- where work may go -----------------------------------------------------------------
@@ -255,3 +283,8 @@ class Scheduler:
     def excluded(self, job_id: str, slot) -> set[str]:
         """The workers excluded from a slot."""
         return set((self.r.hget(keys.slot(job_id, slot), "excluded") or b"").decode().split())
+
+
+def _word(build: str) -> str:
+    """A build id as one word (the scripts keep lists of them space-separated)."""
+    return "".join(build.split())

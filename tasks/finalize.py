@@ -25,22 +25,22 @@ from .handoff import retry_after, turn_away
 log = logging.getLogger("zkqueue.finalize")
 
 
-def _check_all(ctx: context.Context, job_id: str, n: int, zkey_sha: str) -> tuple[list[dict], float]:
-    """(the invalid partitions, seconds spent verifying)."""
+def _check_all(ctx: context.Context, job_id: str, zkey_sha: str) -> tuple[list[dict], float]:
+    """Checks every recorded proof (the partitions that failed alone have none): (the invalid
+    ones, seconds spent verifying)."""
     from zkqueue.groth16 import verifier
     from zkqueue.groth16.formats.wtns import read_wtns
 
     r = ctx.scheduler.r
-    results = {k.decode(): json.loads(v) for k, v in r.hgetall(keys.results(job_id)).items()}
-    witness_shas = [r.hget(keys.slot(job_id, i), "witness").decode() for i in range(n)]
+    results = {int(k): json.loads(v) for k, v in r.hgetall(keys.results(job_id)).items()}
+    with r.pipeline(transaction=False) as p:
+        for i in sorted(results):
+            p.hget(keys.slot(job_id, i), "witness")
+        witness_shas = dict(zip(sorted(results), (sha.decode() for sha in p.execute())))
     key, _ = ctx.prover.key(zkey_sha, lambda: ctx.store.local_path(zkey_sha))
     t0 = time.perf_counter()
     bad, checked, proofs, publics = [], [], [], []
-    for i in range(n):
-        res = results.get(str(i))
-        if res is None:      # cannot happen once the barrier elected us; be safe, not sorry
-            bad.append({"index": i, "worker": "", "fingerprint": {}, "reason": "no result recorded"})
-            continue
+    for i, res in sorted(results.items()):
         # The public signals must be the witness's own, not whatever the worker reported.
         expected = [str(s) for s in read_wtns(ctx.store.local_path(witness_shas[i])).public_signals(key.n_public)]
         try:
@@ -75,12 +75,11 @@ def run_finalize(job_id: str, token: int) -> str:
     if claim.kind != "ok":
         log.info("job %s finalize token %d: skipped (%s)", job_id, token, claim.kind)
         return claim.kind
-    n = int(s.r.hget(keys.job(job_id), "n"))
     zkey_sha = s.r.hget(keys.job(job_id), "zkey").decode()
     try:
         with LeaseKeeper(lambda: s.refresh(job_id, FINALIZE_SLOT, token, ctx.worker_id),
                          ctx.settings.lease_refresh_s, stop_grace_s=ctx.settings.stop_grace_s):
-            bad, verify_s = _check_all(ctx, job_id, n, zkey_sha)
+            bad, verify_s = _check_all(ctx, job_id, zkey_sha)
     except Exception as exc:
         return retry_after(ctx, job_id, FINALIZE_SLOT, token, exc, attempt=int(claim.detail[0]))
     if not bad:

@@ -21,8 +21,9 @@ QUARANTINE_POLL_S = 2.0
 
 
 def no_healthy_worker_reason(ctx: context.Context, job_id: str, slot) -> str:
-    """Why a slot has nowhere to go: the builds whose proofs failed and those quarantined.
-    It never blames the witness: no second build has checked it."""
+    """Why a slot has nowhere to go: the builds whose proofs failed and those quarantined, and
+    how to tell a bad witness from a bad build. It never blames the witness: no second build
+    has checked it."""
     r = ctx.scheduler.r
     builds, excluded = (v.decode() if v else "" for v in r.hmget(keys.slot(job_id, slot), "invalid_builds",
                                                                  "excluded"))
@@ -33,23 +34,21 @@ def no_healthy_worker_reason(ctx: context.Context, job_id: str, slot) -> str:
     parts = ["no healthy worker is left to prove it"]
     if builds:
         parts.append(f"its proofs from build {', '.join(builds.split())} (workers {', '.join(excluded.split())}) "
-                     "failed verification, as a faulty build or device makes them")
+                     "failed verification, and that build has proved no other witness of this key valid")
     if quarantined:
         parts.append(f"quarantined: {'; '.join(quarantined)}")
-    parts.append("the witness is not blamed: no second build has checked it")
+    parts.append("the witness is not blamed: no second build has checked it. Either the witness or the build "
+                 "is at fault: to tell, submit the job again with the circuit's .r1cs (--r1cs), or start a "
+                 "worker of another build")
     return "; ".join(parts)
 
 
 def pass_on(ctx: context.Context, job_id: str, slot, token: int, *, states: str, event: str, why: str) -> str:
-    """Hands the slot to another eligible worker (this one is excluded or quarantined).
-    With none alive, it goes back on the shared queue, and after orphan_timeout_s of that
-    the job fails, naming the builds at fault."""
-    route = ctx.scheduler.pick_route(ctx.scheduler.excluded(job_id, slot) | {ctx.worker_id})   # "": none alive
-    if not route:
-        time.sleep(1.0)   # nobody else to take it yet: do not spin the message through the queue
-    out = ctx.scheduler.reroute(job_id, slot, token, states=states, event=event,
-                                reason=why if route else no_healthy_worker_reason(ctx, job_id, slot),
-                                route_to=route, orphaned=not route)
+    """Hands the slot to another eligible worker (this one is excluded or quarantined). With
+    none alive, the slot is parked: no message bounces between workers that may not take it,
+    and none holds a worker; after orphan_timeout_s of that it fails, naming the builds."""
+    out = ctx.scheduler.hand_on(job_id, slot, token, leaving=ctx.worker_id, states=states, event=event,
+                                reason=why, parked_reason=no_healthy_worker_reason(ctx, job_id, slot))
     return f"passed on ({out.kind}): {why}"
 
 

@@ -3,9 +3,12 @@
 What an attempt can end in, and what the queue does:
   * a verified proof                -> recorded (HSETNX); the last one elects finalize
   * bad input                       -> the job fails now, naming the partition
-  * the proof fails its own check   -> a suspected bad build or device: this worker is
-                                       excluded from the slot, another re-proves it; two
-                                       builds that agree fail the job as an unsatisfied witness
+  * the proof fails its own check   -> with the job's .r1cs: the witness is checked against
+                                       the constraints; one broken fails the partition as bad
+                                       input, naming it. Otherwise a suspected bad build or
+                                       device: this worker is excluded from the slot, another
+                                       re-proves it; the witness is judged unsatisfying on good
+                                       evidence only (coordinator/lua/suspect.lua)
   * anything else                   -> tasks/outcomes.py: retried here or elsewhere
 """
 
@@ -54,6 +57,10 @@ def run_partition(job_id: str, index: int, token: int) -> str:
         log.error("job %s partition %d: %s (worker %s, build %s)", job_id, index, exc, ctx.worker_id,
                   ctx.fingerprint.get("build"))
         metrics.failed("self_check")
+        broken = _broken_constraint(ctx, job_id, index, witness_sha)
+        if broken:
+            s.fail_input(job_id, index, token, ctx.worker_id, f"partition {index}: {broken}")
+            return "input_error"
         out = s.suspect(job_id, index, token, ctx.worker_id, ctx.fingerprint, str(exc))
         if out.kind != "retry":
             return f"invalid proof: {out.kind}"
@@ -65,9 +72,30 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     timings = dict(proved.timings_s, queued_s=started_at - float(enqueued_at))
     payload = {"proof": proved.proof, "public": proved.public, "fingerprint": ctx.fingerprint,
                "timings_s": timings, "worker": ctx.worker_id, "attempt": attempt}
-    return s.record(job_id, index, token, ctx.worker_id, payload, fingerprint_id=ctx.fingerprint["id"],
+    return s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
                     runtime_field=f"{zkey_sha}|{ctx.device_class}", prove_s=proved.timings_s["prove_s"],
                     key_load_s=proved.timings_s["key_load_s"]).kind
+
+
+def _broken_constraint(ctx: context.Context, job_id: str, index: int, witness_sha: str) -> str:
+    """Checks the witness against the job's .r1cs, if it has one: the message naming the
+    broken constraint and the file, or "" (no .r1cs, or every constraint holds: then the
+    build, not the witness, made the invalid proof). Only called after a failed self-check."""
+    from zkqueue.groth16.errors import InputError
+    from zkqueue.groth16.formats.r1cs import check_witness
+
+    r = ctx.scheduler.r
+    r1cs_sha = (r.hget(keys.job(job_id), "r1cs") or b"").decode()
+    if not r1cs_sha:
+        return ""
+    name = (r.hget(keys.slot(job_id, index), "witness_name") or b"").decode()
+    if not name:     # computed by a worker from an input file
+        name = f"the witness of {(r.hget(keys.slot(job_id, keys.synth_slot(index)), 'input_name') or b'').decode()}"
+    try:
+        check_witness(ctx.store.local_path(r1cs_sha), ctx.store.local_path(witness_sha), witness_name=name)
+    except InputError as exc:
+        return str(exc)
+    return ""
 
 
 @app.task(name=TASK_PROVE, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

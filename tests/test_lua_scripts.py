@@ -44,12 +44,12 @@ def test_the_prelude_reads_only_what_every_script_gets():
 
 
 def callers() -> list[tuple[str, int, str, set[str]]]:
-    """(file, line, script, keyword names) of every `<x>.run("<script>", ...)` in the tree."""
+    """(file, line, script, keyword names) of every `<x>.run("<script>", ...)` (or `_run`) in the tree."""
     names = set(script_names())
     found = []
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run"
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("run", "_run")
                     and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in names):
                 assert all(k.arg for k in node.keywords), f"{path}:{node.lineno}: pass a script's fields by name"
                 found.append((str(path.relative_to(ROOT)), node.lineno, node.args[0].value,

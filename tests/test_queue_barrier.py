@@ -115,7 +115,7 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     payload = json.dumps({"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1})
 
     def record(index, token, worker):    # the transition alone (the façade would also send finalize)
-        return b.barrier.run("record", job.id, index, token=token, worker=worker, payload=payload)
+        return b.barrier.run("record", job.id, index, token=token, worker=worker, payload=payload, build="b1")
     for i in range(2):
         assert b.claim(job.id, i, 1, "w", 1).kind == "ok"
     assert record(0, 2, "w").kind == "stale"     # fenced: not the current token
@@ -123,7 +123,7 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     assert record(0, 1, "w").kind == "recorded"
     assert record(0, 1, "w").kind == "stale"     # a duplicate run changes nothing
     out = record(1, 1, "w")
-    assert out == type(out)("finalize", ("1",))
+    assert out == type(out)("recorded", ("finalize=1",))     # this record completed the set: elected
     assert record(1, 1, "w").kind == "stale"
     assert queue.r.hlen(keys.results(job.id)) == 2
     fin = [m for m in _queued_messages(queue.r) if m["headers"]["task"] == "zkqueue.finalize"]
@@ -136,7 +136,7 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     assert queue.r.hlen(keys.results(job.id)) == 1
     assert b.claim(job.id, 1, 2, "w", 1).kind == "excluded"          # never the bad worker again
     assert b.claim(job.id, 1, 2, "other", 2).kind == "ok"
-    assert record(1, 2, "other").kind == "finalize"
+    assert record(1, 2, "other").detail == ("finalize=2",)
     st = job.status()
     assert st.bad_workers[0]["worker"] == "w" and st.bad_workers[0]["fingerprint"] == {"host": "h"}
 
@@ -148,7 +148,8 @@ def test_reaper_resends_a_message_lost_between_commit_and_send(queue):
     # A submitter that died right after committing: slots in `sending`, no message.
     sched.barrier.settings = queue.settings(send_grace_s=0.001)
     sched.barrier.run("submit", job_id, keys.FINALIZE_SLOT, request_id="", priority="normal", zkey="0" * 64,
-                      witnesses=["1" * 64], inputs=[], wasm="", wasm_name="")
+                      witnesses=[{"sha": "1" * 64, "name": "w.wtns"}], inputs=[], wasm="", wasm_name="", r1cs="",
+                      all_or_nothing=False)
     assert _queued_messages(queue.r) == []
     reaper = Reaper(sched)
     wait_until(lambda: reaper.tick() == 1, 5, "the reaper to send the message")

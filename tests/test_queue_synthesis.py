@@ -86,13 +86,13 @@ def test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exist
     print("timeline (s after submit, event, partition):", *timeline, sep="\n  ")
 
 
-def test_a_bad_input_fails_the_job_at_once_naming_the_file_without_retries(queue, tmp_path):
+def test_a_bad_input_fails_an_all_or_nothing_job_at_once_naming_the_file_without_retries(queue, tmp_path):
     group = queue.start_workers(1)
     queue.ready(group)
     bad = tmp_path / "bad_input.json"
     bad.write_text(json.dumps({"pub": ["1", "2", "3", "4"], "x": "5", "y": "6"}))
     inputs = [FIXTURE_INPUTS[0], bad, *FIXTURE_INPUTS[1:]]
-    job = queue.client().submit(ZKEY, inputs=inputs, wasm=WASM)
+    job = queue.client().submit(ZKEY, inputs=inputs, wasm=WASM, all_or_nothing=True)
     with pytest.raises(JobFailed) as info:
         job.wait(60)
     message = str(info.value)

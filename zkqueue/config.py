@@ -88,14 +88,15 @@ FLEET_VARS = (
     Var("task_time_limit_s", float, 1800.0, FLEET, "Celery hard limit of one task; must be below the visibility timeout"),
     Var("visibility_timeout_s", float, 3600.0, FLEET, "Redis redelivery of unacknowledged messages"),
     Var("result_ttl_s", float, 7 * 24 * 3600.0, FLEET, "how long a finished job's record and proofs stay in Redis"),
-    Var("max_bounces", int, 60, FLEET, "re-routes of a partition that only its bad worker could take"),
+    Var("max_bounces", int, 60, FLEET,
+        "re-routes of a partition without an attempt spent (to another worker) before it is given up"),
     Var("queued_check_s", float, 30.0, FLEET,
         "a queued partition's message is checked for this often, and sent again if the broker lost it"),
     Var("orphan_grace_s", float, 3.0, FLEET,
         "a message taken by a worker and not started this long lost its worker: sent again"),
     Var("orphan_timeout_s", float, 30.0, FLEET,
-        "a partition no healthy worker can take fails its job after this long, naming the builds at fault; "
-        "so does a witness to compute while workers are alive but none takes synthesis"),
+        "a partition no healthy worker can take (parked, holding no worker) fails after this long, naming the "
+        "builds at fault; so does a witness to compute while workers are alive but none takes synthesis"),
     Var("quarantine_after", int, 2, FLEET,
         "invalid proofs (of witnesses another build proved valid) that quarantine a build fleet-wide"),
     Var("partition_timeout_s", float, 1500.0, FLEET,

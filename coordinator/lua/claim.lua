@@ -6,7 +6,7 @@
 -- its refreshes say. fingerprint '' skips the quarantine check (computing a witness runs no
 -- kernel of any build).
 -- Returns {'ok', attempt, started_at} or why not: job_over, stale, done, busy, excluded,
--- quarantined.
+-- quarantined, gave_up (attempts spent: the partition failed, or the job for finalize).
 local js = hget(K.job, 'state')
 if not live(js) then return {'job_over', tostring(js)} end
 local tok = hget(K.slot, 'token')
@@ -27,13 +27,15 @@ if contains(excluded, A.worker) then return {'excluded', excluded} end
 local attempts = tonumber(hget(K.slot, 'attempts') or '0')
 if attempts >= S.max_attempts then
   event({event = 'gave_up', attempt = attempts})
-  fail_job(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' ..
-           tostring(hget(K.slot, 'worker')) .. ')')
-  return {'job_over', 'failed'}
+  give_up(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' ..
+          tostring(hget(K.slot, 'worker')) .. ')')
+  return done({'gave_up'})
 end
 attempts = attempts + 1
 local run_deadline = now + A.run_s
-redis.call('HSET', K.slot, 'state', 'running', 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
+move(slot, 'running')
+redis.call('HINCRBY', K.job, 'attempts', 1)
+redis.call('HSET', K.slot, 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
            'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
 redis.call('ZADD', K.deadlines, math.min(now + S.lease_ttl_s, run_deadline), member)
 redis.call('ZREM', K.routed, member)

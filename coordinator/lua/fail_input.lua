@@ -1,10 +1,10 @@
 -- fail_input.lua: the attempt found bad input (the same input fails the same way everywhere):
--- the job fails now with the reason, naming the partition.
+-- the partition fails now with the reason, and the others go on (the whole job fails only
+-- when it is all-or-nothing, or when no partition is left to prove).
 -- args: token worker reason
--- Returns 1, or 0 when the attempt was not current (stale) or the job already over.
-if not live(hget(K.job, 'state')) or not current(A.token, 'running', A.worker) then return 0 end
-redis.call('HSET', K.slot, 'state', 'failed', 'finished_at', now_s)
+-- Returns {'failed'}, or {'stale'} when the attempt was not current or the job already over.
+if not live(hget(K.job, 'state')) or not current(A.token, 'running', A.worker) then return {'stale'} end
 event({event = 'input_error', attempt = tonumber(hget(K.slot, 'attempts') or '0'), worker = A.worker,
        reason = A.reason})
-fail_job(A.reason)
-return 1
+give_up(A.reason)
+return done({'failed'})

@@ -4,6 +4,6 @@
 -- settings: queued_check_s
 -- Returns 1, or 0 when the slot moved on meanwhile.
 if not current(A.token, 'sending') then return 0 end
-redis.call('HSET', K.slot, 'state', 'queued')
+move(slot, 'queued')
 redis.call('ZADD', K.deadlines, now + S.queued_check_s, member)
 return 1

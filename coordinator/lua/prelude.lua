@@ -15,8 +15,11 @@
 --   "s0".."s{n-1}"  compute partition i's witness (jobs submitted as circuit inputs)
 --   "finalize"      verify every proof, then release the result
 --   idle -> sending -> queued -> running -> proved (a partition) | done (a witness) |
---   verified (finalize, and every partition of a done job) | failed
+--   verified (finalize, and every proved partition of a done job) | failed
+--   parked: no eligible worker is alive for it; no message anywhere (reroute.lua, park.lua)
 -- A partition of an inputs job is idle until its witness exists (witness_ready.lua).
+-- N witnesses are N independent proofs: a partition that fails ends alone (fail_partition),
+-- and the job finalizes the others, unless it was submitted all-or-nothing.
 --
 -- Time is Redis's (TIME), never a caller's: workers' clocks may disagree.
 local C = cjson.decode(ARGV[1])
@@ -72,6 +75,18 @@ local function current(token, states, worker)
   if tostring(hget(K.slot, 'token')) ~= tostring(token) then return false end
   if not contains(states, tostring(hget(K.slot, 'state'))) then return false end
   return worker == nil or hget(K.slot, 'worker') == worker
+end
+-- Moves slot `s` to `state`, keeping the job's count of its slots per kind and state
+-- ("c:prove:running" ...), so that watching a job costs one read whatever its size.
+-- Every change of a slot's state goes through here.
+local function move(s, state)
+  local key = slot_key(s)
+  local old = hget(key, 'state')
+  if old == state then return end
+  local prefix = 'c:' .. kind_of(s) .. ':'
+  if old then redis.call('HINCRBY', K.job, prefix .. old, -1) end
+  redis.call('HINCRBY', K.job, prefix .. state, 1)
+  redis.call('HSET', key, 'state', state)
 end
 -- Adds `item` to the space-separated list in hash field `field` of `key` (once).
 local function add_word(key, field, item)
@@ -130,8 +145,74 @@ end
 local function resend_slot(s, route)
   local key, m = slot_key(s), member_of(s)
   local newtok = redis.call('HINCRBY', key, 'token', 1)
-  redis.call('HSET', key, 'state', 'sending', 'routed_to', route, 'enqueued_at', now_s)
+  move(s, 'sending')
+  redis.call('HSET', key, 'routed_to', route, 'enqueued_at', now_s)
   redis.call('ZADD', K.deadlines, now + S.send_grace_s, m)
   if route ~= '' then redis.call('ZADD', K.routed, now, m) else redis.call('ZREM', K.routed, m) end
   return newtok
+end
+
+-- The partition (or witness) slot `s` cannot be proved: it fails alone with `reason`, unless
+-- the job is all-or-nothing (then the job fails). Either way the job may now be settled.
+local elected = nil
+local function settle() end   -- defined below; fail_partition calls it
+local function fail_partition(reason, s)
+  s = s or slot
+  local p = index_of(s)
+  for _, each in ipairs({p, 's' .. p}) do
+    redis.call('ZREM', K.deadlines, member_of(each))
+    redis.call('ZREM', K.routed, member_of(each))
+  end
+  if redis.call('HGET', slot_key(p), 'state') ~= 'failed' then redis.call('HINCRBY', K.job, 'failed', 1) end
+  move(p, 'failed')
+  redis.call('HSET', slot_key(p), 'finished_at', now_s, 'error', reason)
+  if s ~= p then
+    move(s, 'failed')
+    redis.call('HSET', slot_key(s), 'finished_at', now_s)
+  end
+  if hget(K.job, 'all_or_nothing') == '1' then
+    fail_job(reason, s)
+    return
+  end
+  redis.call('PUBLISH', channel, 'partition_failed')
+  settle()
+end
+-- Every partition has ended (proved or failed): elect the finalize step (HSETNX
+-- finalize_sent) when some were proved, or fail the job when none was. The elected token is
+-- handed back through done().
+settle = function()
+  local n = tonumber(hget(K.job, 'n'))
+  local proved = redis.call('HLEN', job_prefix .. ':results')
+  local failed = tonumber(hget(K.job, 'failed') or '0')
+  if proved + failed < n then return end
+  if proved == 0 then
+    local reasons = {}
+    for i = 0, math.min(n, 5) - 1 do table.insert(reasons, tostring(hget(slot_key(i), 'error'))) end
+    local more = n > 5 and ('; and ' .. (n - 5) .. ' more') or ''
+    fail_job(n == 1 and reasons[1] or ('every partition failed: ' .. table.concat(reasons, '; ') .. more),
+             n == 1 and '0' or '')
+    return
+  end
+  if redis.call('HSETNX', K.job, 'finalize_sent', '1') == 1 then
+    -- A fresh election: the finalize step starts over with its own attempt count.
+    redis.call('HSET', slot_key('finalize'), 'attempts', 0, 'excluded', '', 'bounces', 0)
+    elected = tostring(resend_slot('finalize', ''))
+  end
+end
+-- A script's reply, with the finalize token it elected (if any) last, as "finalize=<token>":
+-- the caller (coordinator/scheduler.py) sends that message.
+local function done(reply)
+  if elected then table.insert(reply, 'finalize=' .. elected) end
+  return reply
+end
+-- Ends this slot's attempts for good: the job fails for the finalize step, the partition
+-- alone for a partition or its witness.
+local function give_up(reason)
+  if kind == 'finalize' then fail_job(reason) else fail_partition(reason) end
+end
+-- The file a partition's witness came from, for messages: "witness_2.wtns" or "input 2.json".
+local function source_of(p)
+  local name = hget(slot_key(p), 'witness_name')
+  if name and name ~= '' then return name end
+  return tostring(hget(slot_key('s' .. p), 'input_name'))
 end

@@ -1,12 +1,14 @@
 -- reap.lua: the reaper found this slot's deadline passed; decide what it calls for, in one
 -- step (reading the slot and acting on it outside a script could act on a slot that moved on).
 -- args:
--- settings: queued_check_s
+-- settings: queued_check_s reaper_interval_s orphan_timeout_s
 -- Returns:
 --   {'none'}                          deadline not due, or a stale deadline (removed)
 --   {'resend', token, route}          `sending` too long: send the message again (same token)
 --   {'lost', token, worker, overdue}  `running` past its lease or run deadline: requeue it
 --   {'check', token, route}           `queued` for queued_check_s: check its message still exists
+--   {'parked', token}                 `parked`: look for an eligible worker (reroute.lua)
+--   {'gave_up'}                       parked for orphan_timeout_s: given up with its reason
 local due = tonumber(redis.call('ZSCORE', K.deadlines, member) or '')
 if not due or due > now then return {'none'} end
 if not live(hget(K.job, 'state')) then
@@ -26,6 +28,15 @@ end
 if st == 'running' then
   local overdue = now >= tonumber(hget(K.slot, 'run_deadline') or '0')
   return {'lost', tok, tostring(hget(K.slot, 'worker')), overdue and '1' or '0'}
+end
+if st == 'parked' then
+  if now - tonumber(hget(K.slot, 'parked_since') or now) >= S.orphan_timeout_s then
+    event({event = 'gave_up', reason = hget(K.slot, 'parked_reason')})
+    give_up(subject() .. ' ' .. tostring(hget(K.slot, 'parked_reason')))
+    return done({'gave_up'})
+  end
+  redis.call('ZADD', K.deadlines, now + S.reaper_interval_s, member)
+  return {'parked', tok}
 end
 redis.call('ZREM', K.deadlines, member)
 return {'none'}

@@ -1,13 +1,13 @@
 -- requeue.lua: a running attempt ended without a result for a reason another attempt may not
 -- share (its worker died or hung: the reaper; an unexpected error: the task). It counts as an
--- attempt: the slot goes back to `sending` with a new token, or the job fails when the
--- attempts are spent. The caller sends the message.
+-- attempt: the slot goes back to `sending` with a new token, or, when the attempts are
+-- spent, the partition fails (the job, for finalize). The caller sends the message.
 -- args: token event reason exclude route require_expired
 -- settings: max_attempts
 -- exclude: a worker never to take this slot again ('' = none); route: a worker's own queue
 -- ('' = the shared one); require_expired: act only if the slot's deadline has passed (the
 -- reaper's check, repeated here where it cannot race a refresh).
--- Returns {'send', new token}, {'failed'} (the job failed with the reason), {'stale'},
+-- Returns {'send', new token}, {'failed'} (given up with the reason), {'stale'},
 -- {'skip', why} or {'job_over'}.
 if not live(hget(K.job, 'state')) then return {'job_over'} end
 if tostring(hget(K.slot, 'token')) ~= tostring(A.token) then return {'stale'} end
@@ -18,8 +18,8 @@ end
 local attempts = tonumber(hget(K.slot, 'attempts') or '0')
 event({event = A.event, attempt = attempts, worker = tostring(hget(K.slot, 'worker')), reason = A.reason})
 if attempts >= S.max_attempts then
-  fail_job(subject() .. ' gave up after ' .. attempts .. ' attempts; last: ' .. A.reason)
-  return {'failed'}
+  give_up(subject() .. ' gave up after ' .. attempts .. ' attempts; last: ' .. A.reason)
+  return done({'failed'})
 end
 if A.exclude ~= '' then add_word(K.slot, 'excluded', A.exclude) end
 local newtok = resend_slot(slot, A.route)

@@ -12,7 +12,7 @@ if A.tag ~= '' then
   if redis.call('HDEL', K.unacked, A.tag) == 0 then return {'skip'} end   -- acked or restored meanwhile
   redis.call('ZREM', K.unacked_index, A.tag)
 end
-redis.call('HSET', K.slot, 'state', 'sending')
+move(slot, 'sending')
 redis.call('ZADD', K.deadlines, now + S.send_grace_s, member)
 event({event = 'resent', reason = A.tag ~= '' and 'its message was taken by a worker that died before starting it'
                                     or 'its message was not on any queue'})

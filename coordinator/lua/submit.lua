@@ -1,10 +1,12 @@
 -- submit.lua: creates a job, or finds the job of a request id seen before. With witnesses,
 -- every partition starts in `sending` (token 1). With circuit inputs, every witness slot
 -- "s{i}" starts in `sending` and partition i stays idle until its witness exists.
--- args: request_id priority zkey witnesses inputs wasm wasm_name
+-- args: request_id priority zkey witnesses inputs wasm wasm_name r1cs all_or_nothing
 -- keys: jobs
--- witnesses: sha256 per partition ([] for an inputs job); inputs: {sha, name} per partition
--- ([] for a witness job). The caller sends the message of every slot it created.
+-- witnesses: {sha, name} per partition ([] for an inputs job); inputs: {sha, name} per
+-- partition ([] for a witness job); r1cs: the circuit's .r1cs (sha256, '' = none), checked
+-- against a witness whose proof fails; all_or_nothing: any failed partition fails the job.
+-- The caller sends the message of every slot it created.
 -- Returns {'created', job} or {'exists', the earlier job}.
 if A.request_id ~= '' then
   local request_key = C.prefix .. ':request:' .. A.request_id
@@ -14,11 +16,13 @@ if A.request_id ~= '' then
 end
 local n = math.max(#A.witnesses, #A.inputs)
 redis.call('HSET', K.job, 'state', 'queued', 'priority', A.priority, 'zkey', A.zkey, 'n', n,
-           'created_at', now_s, 'request_id', A.request_id, 'wasm', A.wasm, 'wasm_name', A.wasm_name)
-redis.call('HSET', K.slot, 'state', 'idle', 'token', 0, 'attempts', 0)
+           'created_at', now_s, 'request_id', A.request_id, 'wasm', A.wasm, 'wasm_name', A.wasm_name,
+           'r1cs', A.r1cs, 'all_or_nothing', A.all_or_nothing and '1' or '0', 'failed', 0)
+redis.call('HSET', K.slot, 'token', 0, 'attempts', 0)
+move(slot, 'idle')
 local function new_slot(s, state, token, ...)
-  redis.call('HSET', slot_key(s), 'state', state, 'token', token, 'attempts', 0, 'enqueued_at', now_s,
-             'routed_to', '', ...)
+  move(s, state)
+  redis.call('HSET', slot_key(s), 'token', token, 'attempts', 0, 'enqueued_at', now_s, 'routed_to', '', ...)
   if state == 'sending' then redis.call('ZADD', K.deadlines, now + S.send_grace_s, member_of(s)) end
 end
 for i = 0, n - 1 do
@@ -26,7 +30,7 @@ for i = 0, n - 1 do
     new_slot('s' .. i, 'sending', 1, 'input', A.inputs[i + 1].sha, 'input_name', A.inputs[i + 1].name)
     new_slot(tostring(i), 'idle', 0)
   else
-    new_slot(tostring(i), 'sending', 1, 'witness', A.witnesses[i + 1])
+    new_slot(tostring(i), 'sending', 1, 'witness', A.witnesses[i + 1].sha, 'witness_name', A.witnesses[i + 1].name)
   end
 end
 redis.call('ZADD', K.jobs, now, job_id)

@@ -18,5 +18,5 @@ if not since then
 end
 if now - since < S.orphan_timeout_s then return {'waiting'} end
 event({event = 'failed', reason = A.reason})
-fail_job(label() .. ': its witness cannot be computed: ' .. A.reason)
-return {'failed'}
+fail_partition(label() .. ': its witness cannot be computed: ' .. A.reason)
+return done({'failed'})

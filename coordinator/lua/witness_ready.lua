@@ -7,7 +7,8 @@
 if not live(hget(K.job, 'state')) then return {'job_over'} end
 if not current(A.token, 'running', A.worker) then return {'stale'} end
 local partition = index_of(slot)
-redis.call('HSET', K.slot, 'state', 'done', 'witness', A.witness, 'finished_at', now_s,
+move(slot, 'done')
+redis.call('HSET', K.slot, 'witness', A.witness, 'finished_at', now_s,
            'synth_s', string.format('%.6f', A.synth_s))
 redis.call('ZREM', K.deadlines, member)
 redis.call('HSET', slot_key(partition), 'witness', A.witness)
