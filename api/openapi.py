@@ -71,10 +71,14 @@ SCHEMAS = {
     "ProofsFromInputs": {"type": "object", "required": ["inputs"], "properties": {
         "inputs": {"type": "array", "minItems": 1, "items": {"type": "object"},
                    "description": "one input.json object per proof"},
-        "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"], "default": "normal"}}},
+        "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"], "default": "normal"},
+        "all_or_nothing": {"type": "boolean", "default": False,
+                           "description": "any failed partition fails the job (default: each proof fails alone "
+                                          "and the job delivers the others)"}}},
     "ProofsFromWitnesses": {"type": "object", "required": ["witness"], "properties": {
         "witness": {"type": "array", "items": _FILE, "description": "one .wtns per proof, in order"},
-        "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]}}},
+        "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
+        "all_or_nothing": {"type": "string", "enum": ["true", "false"]}}},
     "Partition": {"type": "object", "properties": {
         "index": {"type": "integer"}, "state": {"type": "string"},
         "phase": {"type": "string", "description": "synthesizing, queued, proving, proved, verified or failed"},
@@ -83,12 +87,16 @@ SCHEMAS = {
         "fingerprint": {"type": ["object", "null"], "description": "the producing worker's host, device, "
                                                                    "driver, backend and build"},
         "timings_s": {"type": "object"},
+        "source": {"type": ["string", "null"], "description": "the witness file (or input) it was made from"},
+        "error": {"type": ["string", "null"], "description": "why it failed, when it did"},
         "errors": {"type": "array", "items": {"type": "object"}, "description": "why attempts ended without a proof"},
         "proof": {"type": ["string", "null"], "description": "the proof's URL once verified"}}},
     "Job": {"type": "object", "properties": {
         "job_id": {"type": "string"}, "circuit_id": {"type": "string"},
-        "state": {"type": "string", "description": "queued, running, done, failed, cancelled (and any later state)"},
-        "over": {"type": "boolean"}, "priority": {"type": "string"},
+        "state": {"type": "string", "description": "queued, running, done, done-with-failures (the other "
+                                                   "partitions' proofs are served), failed, cancelled"},
+        "over": {"type": "boolean"}, "delivered": {"type": "boolean", "description": "its verified proofs are served"},
+        "priority": {"type": "string"},
         "idempotency_key": {"type": ["string", "null"]}, "n_partitions": {"type": "integer"},
         "created_at": {"type": "number"}, "finished_at": {"type": ["number", "null"]},
         "error": {"type": ["object", "null"], "properties": {"message": {"type": "string"},

@@ -16,6 +16,10 @@ from .capture import check
 from .errors import ApiError, from_groth16
 from .uploads import Form
 
+# A proof request's options besides its inputs or witnesses: a JSON body's fields, or a
+# multipart body's plain fields.
+OPTIONS = ("priority", "all_or_nothing")
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .app import Api
@@ -38,6 +42,15 @@ def _priority(value) -> Priority:
                        {"expected": [p.value for p in Priority], "found": value}) from None
 
 
+def _switch(value, name: str) -> bool:
+    """A boolean option, from JSON (true/false) or a multipart field ("true"/"false")."""
+    if value in (None, False, "false", "0"):
+        return False
+    if value in (True, "true", "1"):
+        return True
+    raise ApiError("invalid_request", f"{name}: true or false", {"found": value})
+
+
 def _count(a: "Api", n: int, what: str) -> None:
     if not 1 <= n <= a.proc.api_max_partitions:
         raise ApiError("invalid_request", f"send 1 to {a.proc.api_max_partitions} {what}",
@@ -48,12 +61,13 @@ def submit_inputs(a: "Api", key: ApiKey, cid: str, body: dict, rid: str) -> tupl
     from zkqueue.groth16.errors import InputError
     from zkqueue.groth16.witness import parse_inputs
 
-    unknown = set(body) - {"inputs", "priority"}
+    unknown = set(body) - set(OPTIONS) - {"inputs"}
     if unknown:
         raise ApiError("invalid_request", f"unknown fields {sorted(unknown)}",
-                       {"expected": ["inputs", "priority"], "found": sorted(unknown)})
+                       {"expected": ["inputs", *OPTIONS], "found": sorted(unknown)})
     circuit = circuits.get(a.r, key, cid)
     priority = _priority(body.get("priority"))
+    all_or_nothing = _switch(body.get("all_or_nothing"), "all_or_nothing")
     inputs = body.get("inputs")
     if not isinstance(inputs, list):
         raise ApiError("invalid_request", "inputs: a list of input.json objects, one per proof",
@@ -73,7 +87,7 @@ def submit_inputs(a: "Api", key: ApiKey, cid: str, body: dict, rid: str) -> tupl
         except InputError as exc:
             raise from_groth16("invalid_inputs", exc, extra={"index": i}) from None
         encoded.append((data, source))
-    return _submit(a, key, circuit, rid, priority, len(encoded),
+    return _submit(a, key, circuit, rid, priority, all_or_nothing, len(encoded),
                    lambda: {"inputs": [(a.store.put_bytes(d), name) for d, name in encoded],
                             "wasm_sha": circuit.wasm, "wasm_name": circuit.wasm_name})
 
@@ -82,6 +96,7 @@ def submit_witnesses(a: "Api", key: ApiKey, cid: str, form: Form, rid: str) -> t
     try:
         circuit = circuits.get(a.r, key, cid)
         priority = _priority(form.fields.get("priority"))
+        all_or_nothing = _switch(form.fields.get("all_or_nothing"), "all_or_nothing")
         _count(a, len(form.files), "witness files")
         from zkqueue.groth16.errors import InputError
         for i, part in enumerate(form.files):
@@ -94,14 +109,18 @@ def submit_witnesses(a: "Api", key: ApiKey, cid: str, form: Form, rid: str) -> t
                                f"values; circuit {cid} takes {circuit.curve} witnesses of {circuit.n_vars}",
                                {"index": i, "file": part.filename, "expected": [circuit.curve, circuit.n_vars],
                                 "found": [meta["curve"], meta["n_witness"]]})
-        return _submit(a, key, circuit, rid, priority, len(form.files),
-                       lambda: {"witness_shas": [part.upload.commit()[0] for part in form.files]})
+        # Each witness keeps its file name: the queue's messages about it name it so.
+        return _submit(a, key, circuit, rid, priority, all_or_nothing, len(form.files),
+                       lambda: {"witnesses": [(part.upload.commit()[0], part.filename) for part in form.files]})
     finally:
         form.abort()
 
 
-def _submit(a: "Api", key: ApiKey, circuit, rid: str, priority: Priority, n: int, files) -> tuple[dict, bool]:
-    """Charges the key's quota, stores the files (`files()`), submits; refunds on failure."""
+def _submit(a: "Api", key: ApiKey, circuit, rid: str, priority: Priority, all_or_nothing: bool, n: int,
+            files) -> tuple[dict, bool]:
+    """Charges the key's quota, stores the files (`files()`), submits with the circuit's
+    .r1cs (a worker whose proof fails its own check names the broken constraint); refunds
+    the quota on failure."""
     try:
         a.keys.charge(key, n)
     except QuotaExceeded as exc:
@@ -109,7 +128,8 @@ def _submit(a: "Api", key: ApiKey, circuit, rid: str, priority: Priority, n: int
                                                      "retry_after_s": exc.retry_after_s},
                        headers={"Retry-After": str(exc.retry_after_s)}) from None
     try:
-        job = a.client.submit_stored(circuit.zkey, priority=priority, request_id=rid, **files())
+        job = a.client.submit_stored(circuit.zkey, priority=priority, request_id=rid, r1cs_sha=circuit.r1cs,
+                                     all_or_nothing=all_or_nothing, **files())
     except BadRequest as exc:
         a.keys.refund(key, n)
         raise ApiError("invalid_request", str(exc)) from None

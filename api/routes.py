@@ -88,9 +88,10 @@ async def get_verification_key(request: Request) -> Response:
 # -- proofs --------------------------------------------------------------------------------
 
 async def request_proofs(request: Request) -> Response:
-    """POST /v1/circuits/{id}/proofs: {"inputs": [...], "priority": ...} as JSON (CPU workers
-    compute the witnesses), or `witness` files (multipart, one per proof, in order) with an
-    optional `priority` field. The Idempotency-Key header makes a retry return the same job."""
+    """POST /v1/circuits/{id}/proofs: {"inputs": [...], "priority", "all_or_nothing"} as JSON
+    (CPU workers compute the witnesses), or `witness` files (multipart, one per proof, in
+    order) with the same options as fields. The Idempotency-Key header makes a retry return
+    the same job."""
     a = api(request)
     key = await a.authenticate(request)
     cid = request.path_params["circuit_id"]
@@ -110,7 +111,7 @@ async def request_proofs(request: Request) -> Response:
             raise ApiError("invalid_request", "the body must be a JSON object: {\"inputs\": [...]}")
         view, created = await a.blocking(proofs.submit_inputs, a, key, cid, body, rid)
     else:
-        form = await read_form(request, a.store, files={"witness": "wtns"}, fields={"priority"},
+        form = await read_form(request, a.store, files={"witness": "wtns"}, fields=set(proofs.OPTIONS),
                                max_bytes=a.upload_limit(key), idle_timeout_s=a.proc.api_upload_idle_timeout_s,
                                max_files=a.proc.api_max_partitions, repeated=frozenset({"witness"}))
         view, created = await a.blocking(proofs.submit_witnesses, a, key, cid, form, rid, timeout_s=None)

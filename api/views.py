@@ -69,8 +69,8 @@ def owned_job(client: Client, key: ApiKey, job_id: str) -> tuple[Job, JobStatus,
 def verified_results(job: Job, st: JobStatus) -> dict[int, object]:
     """index -> PartitionResult of every partition whose proof was verified and released.
 
-    Job.result() answers for a job whose proofs are released (done; or a job that ended with
-    some partitions verified, once the queue keeps those); for any other job there is none.
+    Job.result() answers for a job whose proofs are released (done, or done-with-failures:
+    the partitions that did not fail); for any other job there is none.
     """
     if not any(p.state == SlotState.VERIFIED for p in st.partitions):
         return {}
@@ -88,6 +88,8 @@ def _partition_view(p, results: dict, job_id: str) -> dict:
         "synth_attempts": p.synth_attempts, "worker": p.worker,
         "fingerprint": res.fingerprint if res is not None else None,
         "timings_s": p.timings_s,
+        "source": p.source,           # the witness file (or input) it was made from
+        "error": public_message(p.error),    # why it failed, when it did
         # Why an attempt ended without a proof (lost lease, hang, invalid proof, bad input).
         "errors": [{k: public_message(e[k]) if k == "reason" else e[k]
                     for k in ("event", "reason", "worker", "attempt", "at") if k in e}
@@ -101,7 +103,7 @@ def job_view(st: JobStatus, owner: Owner, results: dict) -> dict:
     slot = st.error_slot
     return {
         "job_id": st.job_id, "circuit_id": owner.circuit_id, "state": st.state.value,
-        "over": st.state.over, "priority": st.priority.value, "idempotency_key": owner.idempotency_key,
+        "over": st.state.over, "delivered": st.state.delivered, "priority": st.priority.value, "idempotency_key": owner.idempotency_key,
         "n_partitions": st.n_partitions, "created_at": st.created_at, "finished_at": st.finished_at,
         "error": None if not st.error else {
             "message": public_message(st.error), "partition": int(slot) if slot and slot.isdigit() else slot},

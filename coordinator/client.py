@@ -167,14 +167,15 @@ class Client:
                                     all_or_nothing=all_or_nothing)
         return Job(self, out.detail[0])
 
-    def submit_stored(self, zkey_sha: str, *, witness_shas: list[str] | None = None,
+    def submit_stored(self, zkey_sha: str, *, witnesses: list[tuple[str, str]] | None = None,
                       inputs: list[tuple[str, str]] | None = None, wasm_sha: str = "", wasm_name: str = "",
-                      priority: Priority | str = Priority.NORMAL, request_id: str | None = None) -> "Job":
-        """As submit, for files already in the artifact store, named by sha256: the key and
-        one witness per partition, or the circuit's .wasm (`wasm_sha`, `wasm_name`) and one
-        input JSON per partition as (sha256, name) pairs. Nothing is read or hashed again,
-        which matters for a key of gigabytes (the HTTP API submits this way); the caller has
-        checked the files.
+                      r1cs_sha: str = "", priority: Priority | str = Priority.NORMAL,
+                      request_id: str | None = None, all_or_nothing: bool = False) -> "Job":
+        """As submit, for files already in the artifact store, named by sha256: the key, and
+        one witness per partition as (sha256, file name) pairs, or the circuit's .wasm
+        (`wasm_sha`, `wasm_name`) and one input JSON per partition as (sha256, name) pairs;
+        `r1cs_sha` optionally. Nothing is read or hashed again, which matters for a key of
+        gigabytes (the HTTP API submits this way); the caller has checked the files.
 
         The same `request_id` again returns the first job, whatever the arguments.
 
@@ -188,19 +189,19 @@ class Client:
         except ValueError:
             raise BadRequest(f"unknown priority {priority!r}", expected=[p.value for p in Priority],
                              found=priority) from None
-        if bool(witness_shas) == bool(inputs):
+        if bool(witnesses) == bool(inputs):
             raise BadRequest("give either witnesses or inputs, at least one", expected="witnesses or inputs",
-                             found="both" if witness_shas else "neither")
+                             found="both" if witnesses else "neither")
         if inputs and not wasm_sha:
             raise BadRequest("inputs need the circuit's .wasm to compute their witnesses",
                              expected="wasm_sha", found=None)
-        if request_id:
-            existing = self.r.get(keys.request(request_id))
-            if existing:
-                return Job(self, _s(existing))
+        existing = self._existing(request_id)
+        if existing:
+            return existing
         out = self.scheduler.submit(uuid.uuid4().hex, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
-                                    witness_shas=list(witness_shas or []), inputs=list(inputs or []),
-                                    wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "")
+                                    witnesses=list(witnesses or []), inputs=list(inputs or []),
+                                    wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "",
+                                    r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing)
         return Job(self, out.detail[0])
 
     def job(self, job_id: str) -> "Job":

@@ -83,32 +83,49 @@ def test_the_same_circuit_again_is_named_by_sha256_and_its_body_never_sent(api):
     assert other.json()["circuit_id"] == created.json()["circuit_id"]
 
 
-def test_a_bad_witness_fails_its_job_and_the_api_names_the_partition_and_the_reason(api, queue, tmp_path):  # noqa: F811
+def test_a_bad_witness_fails_alone_and_the_other_proofs_are_served(api, queue, tmp_path):  # noqa: F811
+    """Partial results: one partition fails as bad input; the API names it and its reason and
+    serves the other three verified proofs. With all_or_nothing the job fails whole."""
     from api_support import WITNESSES
     from zkqueue.groth16.formats.wtns import read_header
     group = queue.start_workers(1)
     http = api.http(api.key("alice"))
     cid = upload_circuit(http, wasm=False).json()["circuit_id"]
+    (tmp_path / "vk.json").write_bytes(http.get(f"/v1/circuits/{cid}/verification_key").content)
     # Partition 2's witness holds a value that is not in the field: a well-formed file (the
     # API's header check passes) that the worker refuses as bad input.
     bad = bytearray(WITNESSES[2].read_bytes())
-    h = read_header(WITNESSES[2])
-    values_at = len(bad) - h.n_witness * 32
+    values_at = len(bad) - read_header(WITNESSES[2]).n_witness * 32
     bad[values_at + 5 * 32: values_at + 6 * 32] = b"\xff" * 32
     files = [("witness", (p.name, p.read_bytes())) for p in WITNESSES[:2]]
     files += [("witness", ("bad.wtns", bytes(bad))), ("witness", (WITNESSES[3].name, WITNESSES[3].read_bytes()))]
     queue.ready(group)
-    job = http.post(f"/v1/circuits/{cid}/proofs", files=files)
-    assert job.status_code == 201, job.text
-    jid = job.json()["job_id"]
-    with http.stream("GET", f"/v1/jobs/{jid}/events", timeout=120) as stream:
-        events = list(sse_events(stream))
-    end = events[-1][1]
-    assert events[-1][0] == "end" and end["state"] == "failed", events
-    bad_sha = hashlib.sha256(bad).hexdigest()
-    assert end["error"] == {"partition": 2, "message": f"partition 2: sha256:{bad_sha}: corrupt .wtns: value 5 is "
-                                                       "not below the bn128 scalar field prime"}, end["error"]
+
+    def run(**fields) -> dict:
+        job = http.post(f"/v1/circuits/{cid}/proofs", files=files, data=fields)
+        assert job.status_code == 201, job.text
+        with http.stream("GET", f"/v1/jobs/{job.json()['job_id']}/events", timeout=120) as stream:
+            events = list(sse_events(stream))
+        assert events[-1][0] == "end", events
+        return events[-1][1]
+
+    end = run()
+    jid = end["job_id"]
+    assert end["state"] == "done-with-failures" and end["delivered"], end
     failed = end["partitions"][2]
-    assert failed["state"] == "failed" and failed["errors"] and failed["errors"][0]["event"] == "input_error", failed
+    assert failed["state"] == "failed" and failed["source"] == "bad.wtns", failed
+    # The worker names the file by its place in the store; the API shows its hash instead.
+    assert failed["error"] == (f"partition 2: sha256:{hashlib.sha256(bad).hexdigest()}: corrupt .wtns: value 5 "
+                               "is not below the bn128 scalar field prime"), failed
+    assert "/sha256/" not in json.dumps(end)        # no server path reaches a client
     res = http.get(f"/v1/jobs/{jid}/proofs/2")
-    assert res.status_code == 409 and res.json()["error"]["detail"]["job_state"] == "failed"
+    assert res.status_code == 409 and res.json()["error"]["detail"]["state"] == "failed"
+    for i in (0, 1, 3):
+        assert end["partitions"][i]["state"] == "verified" and end["partitions"][i]["proof"]
+        (tmp_path / "proof.json").write_bytes(http.get(f"/v1/jobs/{jid}/proofs/{i}/proof.json").content)
+        (tmp_path / "public.json").write_bytes(http.get(f"/v1/jobs/{jid}/proofs/{i}/public.json").content)
+        assert snarkjs_verifies(tmp_path / "vk.json", tmp_path / "public.json", tmp_path / "proof.json"), i
+
+    whole = run(all_or_nothing="true")
+    assert whole["state"] == "failed" and not whole["delivered"] and whole["error"]["partition"] == 2, whole
+    assert whole["error"]["message"] == failed["error"]
