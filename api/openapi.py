@@ -163,7 +163,7 @@ def _paths() -> dict:
                        "responses": {"200": _json(_ref("Cancelled"), "cancelled, or already over"),
                                      **_errors("job_not_found")}}},
         "/v1/jobs/{job_id}/events": {"get": {
-            "summary": "Server-Sent Events until the job is over: status, partition, job, end",
+            "summary": "Server-Sent Events until the job is over: status, partition, job, end (or lost)",
             "parameters": _params("job_id"),
             "responses": {"200": {"description": "text/event-stream; each data line is a JSON object",
                                   "content": {"text/event-stream": {"schema": {"type": "string"}}}},

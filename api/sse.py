@@ -6,6 +6,8 @@ Events (each `data:` is one JSON object, `id:` counts up from 1):
     partition  a partition whose state, phase, attempts, worker or proof changed (its view)
     job        the job's state changed: {"job_id", "state", "error"}
     end        last, the whole job once it is over; then the server closes the stream
+    lost       instead of end: the job's record vanished from Redis mid-stream (Redis lost
+               its data, or the record expired): {"job_id", "message"}; submit it again
 
 A client that reconnects gets a fresh `status` first, so it needs no replay. The stream
 subscribes to the job's notify channel (every state change is PUBLISHed there) before
@@ -24,6 +26,7 @@ from starlette.responses import StreamingResponse
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.client import Job
+from zkqueue.coordinator.errors import JobNotFound
 
 from . import views
 
@@ -62,7 +65,13 @@ async def _stream(a, job_id: str):
                 changed = await pubsub.get_message(timeout=None) is not None
             now = time.monotonic()
             if changed or now - read >= POLL_S:
-                new = await a.blocking(_snapshot, a, job_id)
+                try:
+                    new = await a.blocking(_snapshot, a, job_id)
+                except JobNotFound:
+                    seq += 1
+                    yield _event(seq, "lost", {"job_id": job_id, "message": "the job's record is gone from Redis "
+                                               "(Redis lost its data, or it expired): submit it again"})
+                    return
                 read = now
                 for name, data in _changes(view, new):
                     seq += 1

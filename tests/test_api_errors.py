@@ -195,3 +195,16 @@ def test_cancel_ends_the_job_and_its_event_stream(server):
     assert http.delete(f"/v1/jobs/{jid}").json()["cancelled"] is False
     err = error_of(http.get(f"/v1/jobs/{jid}/proofs/0"), 409, "proof_not_ready")
     assert err["detail"]["job_state"] == "cancelled"
+
+
+def test_an_event_stream_whose_job_redis_lost_says_so_and_ends(server):
+    http = server.http(server.key("alice"))
+    cid = upload_circuit(http).json()["circuit_id"]
+    jid = http.post(f"/v1/circuits/{cid}/proofs", json={"inputs": inputs(2)}).json()["job_id"]
+    with http.stream("GET", f"/v1/jobs/{jid}/events", timeout=30) as stream:
+        events = sse_events(stream)
+        assert next(events)[0] == "status"
+        server.queue.r.delete(*server.queue.r.keys(f"zkq:job:{jid}*"))     # Redis lost the job
+        rest = list(events)
+    assert [e for e, _ in rest] == ["lost"] and rest[0][1]["job_id"] == jid, rest
+    error_of(http.get(f"/v1/jobs/{jid}"), 404, "job_not_found")
