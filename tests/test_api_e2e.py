@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from api_support import INPUTS, VK, WASM, ZKEY, api, sse_events, upload_circuit  # noqa: F401  (fixture)
+from api_support import INPUTS, R1CS, VK, WASM, ZKEY, api, sse_events, upload_circuit  # noqa: F401  (fixture)
 from conftest import snarkjs_verifies
 from queue_support import queue  # noqa: F401  (fixture)
 
@@ -81,6 +81,11 @@ def test_the_same_circuit_again_is_named_by_sha256_and_its_body_never_sent(api):
     other = upload_circuit(api.http(api.key("bob")))
     assert other.status_code == 201 and other.json()["uploaded"] == {"zkey": "already_stored", "wasm": "already_stored"}
     assert other.json()["circuit_id"] == created.json()["circuit_id"]
+    # With its .r1cs it is another circuit (the files make the circuit), sharing the stored key.
+    with_r1cs = upload_circuit(http, r1cs=True)
+    assert with_r1cs.status_code == 201 and with_r1cs.json()["circuit_id"] != created.json()["circuit_id"]
+    assert with_r1cs.json()["uploaded"] == {"zkey": "already_stored", "wasm": "already_stored", "r1cs": "stored"}
+    assert with_r1cs.json()["files"]["r1cs"] == hashlib.sha256(R1CS.read_bytes()).hexdigest()
 
 
 def test_a_bad_witness_fails_alone_and_the_other_proofs_are_served(api, queue, tmp_path):  # noqa: F811

@@ -106,6 +106,14 @@ def test_every_bad_request_gets_its_status_and_code(server):
     bls_wasm = ROOT / "tests" / "fixtures" / "bls12381_chain_10" / "circuit_js" / "circuit.wasm"
     err = error_of(http.post("/v1/circuits", files={"zkey": ("a.zkey", ZKEY.read_bytes()),
                                                     "wasm": ("bls.wasm", bls_wasm.read_bytes())}), 422, "circuit_mismatch")
+    other_r1cs = ROOT / "tests" / "fixtures" / "bn128_chain_12" / "circuit.r1cs"
+    err = error_of(http.post("/v1/circuits", files={"zkey": ("a.zkey", ZKEY.read_bytes()),
+                                                    "r1cs": ("other.r1cs", other_r1cs.read_bytes())}), 422,
+                   "circuit_mismatch")
+    assert err["detail"]["file"] == "r1cs", err
+    err = error_of(http.post("/v1/circuits", files={"zkey": ("a.zkey", ZKEY.read_bytes()),
+                                                    "r1cs": ("a.r1cs", ZKEY.read_bytes())}), 422, "invalid_r1cs")
+    assert err["message"].startswith("a.r1cs: not a .r1cs"), err
     err = error_of(http.post(proofs, files=[("witness", ("w0.wtns", WITNESSES[0].read_bytes())),
                                             ("witness", ("bls.wtns", BLS_WITNESS.read_bytes()))]), 422, "invalid_witness")
     assert err["detail"]["index"] == 1 and "bls.wtns" in err["message"]
