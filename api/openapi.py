@@ -198,3 +198,10 @@ def document() -> dict:
         "security": [{"apiKey": []}],
         "paths": _paths(),
     }
+
+
+@lru_cache(maxsize=1)
+def document_bytes() -> bytes:
+    """The document as served (encoded once per process)."""
+    import json
+    return json.dumps(document(), separators=(",", ":")).encode()

@@ -44,7 +44,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def openapi_document(request: Request) -> Response:
-    return JSONResponse(openapi.document())
+    return Response(openapi.document_bytes(), media_type="application/json")
 
 
 # -- circuits ------------------------------------------------------------------------------
