@@ -7,6 +7,7 @@ process trees, each in its own session/process group, killed at teardown.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -171,3 +172,50 @@ def queue(tmp_path):
 
 def slot_events(status, index: int, event: str) -> list[dict]:
     return [e for e in status.partitions[index].events if e["event"] == event]
+
+
+def assert_snarkjs_accepts(partitions, vk: Path, tmp_path: Path) -> None:
+    """`snarkjs groth16 verify` accepts every partition's proof (PartitionResult objects)."""
+    from conftest import snarkjs_verifies
+    for p in partitions:
+        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
+        proof.write_text(json.dumps(p.proof))
+        public.write_text(json.dumps(p.public_signals))
+        assert snarkjs_verifies(vk, public, proof), f"snarkjs rejects partition {p.index}"
+
+
+class PrivateRedis:
+    """A redis-server of one test's own on a free port (to crash, restart or empty it without
+    touching the shared one), stopped by PID when the test ends."""
+
+    def __init__(self, *, data_dir: Path | None = None):
+        from test_metrics import free_ports
+        port = free_ports(1)
+        self.cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
+        self.cmd += (["--dir", str(data_dir), "--appendonly", "yes", "--appendfsync", "everysec"] if data_dir
+                     else ["--appendonly", "no"])
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.r = redis.Redis.from_url(self.url)
+        self.proc = None
+        self.start()
+
+    def start(self) -> None:
+        """Starts the server (again) and waits until it answers."""
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL)
+        wait_until(self.pings, 10, "the private Redis to answer")
+
+    def crash(self) -> None:
+        """SIGKILL: whatever was not written to disk is lost."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def pings(self) -> bool:
+        try:
+            return bool(self.r.ping())
+        except redis.RedisError:
+            return False
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

@@ -5,17 +5,13 @@ reads as lost, not as a typo."""
 
 from __future__ import annotations
 
-import json
-import signal
 import subprocess
 import sys
 import time
 
-import redis
-
 from conftest import snarkjs_verifies
-from queue_support import CHAIN, PARTITIONS, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixture)
-from test_metrics import free_ports
+from queue_support import (CHAIN, PARTITIONS, ROOT, PrivateRedis, assert_snarkjs_accepts, queue,  # noqa: F401
+                           slot_events, wait_until)
 
 from zkqueue.coordinator import keys, quarantine
 from zkqueue.coordinator.jobs import JobState, SlotState
@@ -36,14 +32,6 @@ def _unsatisfying_witness(tmp_path):
     return bad
 
 
-def _snarkjs_accepts(partitions, tmp_path) -> None:
-    for p in partitions:
-        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
-        proof.write_text(json.dumps(p.proof))
-        public.write_text(json.dumps(p.public_signals))
-        assert snarkjs_verifies(VK, public, proof), f"snarkjs rejects partition {p.index}"
-
-
 def _invalid_at(st, index: int) -> list[float]:
     return [e["at"] for e in slot_events(st, index, "invalid")]
 
@@ -57,7 +45,7 @@ def test_a_bad_witness_on_a_one_build_fleet_fails_alone_and_the_others_are_deliv
     result = job.wait(90)
 
     assert [p.index for p in result.partitions] == [0, 1, 3] and not result.complete
-    _snarkjs_accepts(result.partitions, tmp_path)
+    assert_snarkjs_accepts(result.partitions, VK, tmp_path)
     [failure] = result.failed
     assert failure.index == 2
     assert bad.name in failure.reason and "does not satisfy the circuit's constraints" in failure.reason
@@ -111,14 +99,9 @@ def test_all_or_nothing_fails_the_job_at_the_first_failed_partition(queue, tmp_p
 
 
 def test_a_client_waiting_on_a_job_redis_lost_says_so_and_workers_go_on(queue):
-    port = free_ports(1)
-    cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    r = redis.Redis.from_url(url)
+    server = PrivateRedis()
     try:
-        wait_until(lambda: _pings(r), 10, "the private Redis to start")
-        queue.redis_url, queue.r = url, r      # workers, client and helpers on the private Redis
+        queue.redis_url, queue.r = server.url, server.r    # workers, client and helpers on the private Redis
         group = queue.start_workers(1, fault="slow:3")
         queue.ready(group)
         waiter = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "submit", ZKEY, *PARTITIONS[:2],
@@ -126,11 +109,9 @@ def test_a_client_waiting_on_a_job_redis_lost_says_so_and_workers_go_on(queue):
                                   stderr=subprocess.PIPE, text=True)
         job = queue.client().job(waiter.stderr.readline().split("submitted job ")[1].split()[0])
         wait_until(lambda: slot_events(job.status(), 0, "started"), 30, "a partition to start")
-        server.send_signal(signal.SIGKILL)          # Redis restarts without its data
-        server.wait()
-        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        server.crash()                              # Redis restarts without its data
+        server.start()
         restarted = time.monotonic()
-        wait_until(lambda: _pings(r), 10, "Redis to come back, empty")
         err = waiter.communicate(timeout=30)[1]
         assert time.monotonic() - restarted < 10.0
         assert waiter.returncode == 1, err                     # the failed-job code, not bad input (2)
@@ -142,12 +123,4 @@ def test_a_client_waiting_on_a_job_redis_lost_says_so_and_workers_go_on(queue):
     finally:
         for g in queue.groups:
             g.kill()
-        server.kill()
-        server.wait()
-
-
-def _pings(r) -> bool:
-    try:
-        return r.ping()
-    except redis.RedisError:
-        return False
+        server.close()

@@ -5,7 +5,6 @@ hangs while the process lives on, a clock that runs ahead, and Redis going away.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,11 +12,9 @@ import sys
 import time
 
 import pytest
-import redis
 
-from conftest import snarkjs_verifies
-from test_metrics import free_ports
-from queue_support import CHAIN, PARTITIONS, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
+from queue_support import (CHAIN, PARTITIONS, ROOT, PrivateRedis, assert_snarkjs_accepts, queue,  # noqa: F401
+                           slot_events, wait_until)
 
 from zkqueue.coordinator import keys, quarantine
 from zkqueue.coordinator.broker import queue_lists
@@ -26,14 +23,6 @@ from zkqueue.coordinator.jobs import JobState
 
 ZKEY = CHAIN / "circuit_final.zkey"
 VK = CHAIN / "verification_key.json"
-
-
-def _assert_snarkjs_accepts(result, tmp_path) -> None:
-    for p in result.partitions:
-        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
-        proof.write_text(json.dumps(p.proof))
-        public.write_text(json.dumps(p.public_signals))
-        assert snarkjs_verifies(VK, public, proof), f"snarkjs rejects partition {p.index}"
 
 
 def _events(st, name: str) -> list[dict]:
@@ -55,7 +44,7 @@ def test_a_sabotaged_worker_is_outvoted_and_its_build_quarantined(queue, tmp_pat
     job = client.submit(ZKEY, PARTITIONS)
     result = job.wait(120)
 
-    _assert_snarkjs_accepts(result, tmp_path)
+    assert_snarkjs_accepts(result.partitions, VK, tmp_path)
     assert {p.worker for p in result.partitions} == {good_id}
     st = job.status()
     invalid = _events(st, "invalid")
@@ -222,28 +211,21 @@ def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue
 
 
 def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queue, tmp_path):
-    port = free_ports(1)
     data = tmp_path / "redis"
     data.mkdir()
-    cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data), "--appendonly", "yes",
-           "--appendfsync", "everysec", "--save", ""]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    r = redis.Redis.from_url(url)
+    server = PrivateRedis(data_dir=data)
     try:
-        wait_until(lambda: _pings(r), 10, "the private Redis to start")
-        queue.redis_url, queue.r = url, r      # workers, client and helpers on the private Redis
+        queue.redis_url, queue.r = server.url, server.r    # workers, client and helpers on the private Redis
         group = queue.start_workers(2, fault="slow-first:3")
         queue.ready(group)
         job = queue.client().submit(ZKEY, PARTITIONS)
         wait_until(lambda: _events(job.status(), "started"), 30, "a partition to start")
-        server.send_signal(signal.SIGKILL)          # a crash: whatever was not fsynced is lost
-        server.wait()
+        server.crash()                              # whatever was not fsynced is lost
         crashed = time.monotonic()
         # Unreachable for 30 s (the point of the test) while the workers and the client retry.
-        wait_until(lambda: not _pings(r) and time.monotonic() - crashed >= 30, 40, "30 s of Redis being down",
-                   interval_s=1.0)
-        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        wait_until(lambda: not server.pings() and time.monotonic() - crashed >= 30, 40,
+                   "30 s of Redis being down", interval_s=1.0)
+        server.start()
         result = job.wait(180)                       # the client reconnects too
         assert [p.index for p in result.partitions] == [0, 1, 2, 3]
         from zkqueue.groth16 import verifier
@@ -256,15 +238,7 @@ def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queu
     finally:
         for g in queue.groups:
             g.kill()
-        server.kill()
-        server.wait()
-
-
-def _pings(r) -> bool:
-    try:
-        return r.ping()
-    except redis.RedisError:
-        return False
+        server.close()
 
 
 def _worker_pids(group) -> list[int]:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 from kombu import Connection, Exchange, Queue
 
 from queue_support import CHAIN, PARTITIONS, queue, slot_events, wait_until  # noqa: F401  (fixtures)
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import queue_lists
-from zkqueue.coordinator.errors import JobFailed
-from zkqueue.coordinator.jobs import JobState
 from zkqueue.coordinator.proofs import proof_from_json
 
 

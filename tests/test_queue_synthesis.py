@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import snarkjs_verifies
-from queue_support import (CHAIN, PARTITIONS, ROOT, WorkerGroup, queue, slot_events,  # noqa: F401  (fixtures)
-                           wait_until)
+from queue_support import (CHAIN, PARTITIONS, ROOT, WorkerGroup, assert_snarkjs_accepts, queue,  # noqa: F401
+                           slot_events, wait_until)
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import queue_lists
@@ -41,14 +41,6 @@ def _inputs(tmp_path, n: int) -> list:
 
 def _events(st, name: str) -> list[dict]:
     return sorted((e for p in st.partitions for e in p.events if e["event"] == name), key=lambda e: e["at"])
-
-
-def _verify_all(partitions, tmp_path) -> None:
-    for p in partitions:
-        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
-        proof.write_text(json.dumps(p.proof))
-        public.write_text(json.dumps(p.public_signals))
-        assert snarkjs_verifies(VK, public, proof), f"snarkjs rejects partition {p.index}"
 
 
 def test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exists(queue, tmp_path):
@@ -78,7 +70,7 @@ def test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exist
         sha = queue.r.hget(keys.slot(job.id, i), "witness").decode()
         expected = (CHAIN / "partitions" / f"witness_{i}.wtns").read_bytes()
         assert sha == hashlib.sha256(expected).hexdigest(), f"witness {i} differs from snarkjs's"
-    _verify_all(result.partitions, tmp_path)
+    assert_snarkjs_accepts(result.partitions, VK, tmp_path)
 
     t0 = st.created_at
     timeline = [(round(e["at"] - t0, 3), e["event"], int(e["slot"])) for e in
@@ -160,7 +152,7 @@ def test_a_vanished_synthesis_worker_is_replaced_by_the_reaper(queue, tmp_path):
     group = queue.start_workers(1, env={"ZKQUEUE_LEASE_TTL_S": 2})
     queue.ready(group)
     result = job.wait(60)
-    _verify_all(result.partitions[:1], tmp_path)
+    assert_snarkjs_accepts(result.partitions[:1], VK, tmp_path)
     st = job.status()
     assert st.partitions[0].synth_attempts == 2 and st.partitions[1].synth_attempts == 1
     [lost] = slot_events(st, 0, "lost")
