@@ -26,6 +26,12 @@ CHAIN = FIXTURES / "bn128_chain_10"
 PARTITIONS = [CHAIN / "partitions" / f"witness_{i}.wtns" for i in range(4)]
 
 
+# Deadlines shorter than production's, for every queue test that is not about their values
+# (one that is sets its own): recovery in a test then takes seconds, not tens of seconds.
+TEST_TIMERS = {"ZKQUEUE_LEASE_TTL_S": "3", "ZKQUEUE_QUEUED_CHECK_S": "5", "ZKQUEUE_ORPHAN_TIMEOUT_S": "10",
+               "ZKQUEUE_OVERDUE_MIN_S": "5", "ZKQUEUE_SEND_GRACE_S": "5"}
+
+
 def wait_until(predicate, timeout_s: float, what: str, *, interval_s: float = 0.05):
     """Polls `predicate` until it returns something truthy (returned) or fails the test."""
     deadline = time.monotonic() + timeout_s
@@ -90,8 +96,9 @@ class QueueEnv:
         return str(self.tmp / "store")
 
     def settings(self, **kw):
+        """The fleet settings of this test's client: TEST_TIMERS, then `kw`."""
         from zkqueue.config import Settings
-        return Settings.from_env(redis_url=self.redis_url, store_url=self.store_url, **kw)
+        return Settings.from_env(self.env(), redis_url=self.redis_url, store_url=self.store_url, **kw)
 
     def client(self):
         from zkqueue.coordinator.client import Client
@@ -100,9 +107,11 @@ class QueueEnv:
         return c
 
     def env(self, **extra) -> dict:
+        """The environment of this test's worker and CLI processes: TEST_TIMERS, then `extra`."""
         env = dict(os.environ, ZKQUEUE_REDIS_URL=self.redis_url, ZKQUEUE_STORE_URL=self.store_url,
                    PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("ZKQUEUE_FAULT", None)
+        env.update({k: v for k, v in TEST_TIMERS.items() if k not in os.environ})
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
