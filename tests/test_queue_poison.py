@@ -87,6 +87,7 @@ def test_junk_on_every_consumed_list_mid_job_is_dead_lettered_and_the_job_comple
         found = Counter(d["queue"] for d in dead if reason in d["reason"])
         assert found == queues, (reason, [d["reason"] for d in dead])
     assert not marker.exists(), "a pickle was loaded"
+    assert snapshot(queue.r)["dead_letters"] == expected          # zkqueue_dead_letters
     # No worker went down: the same processes beat, and the supervisor restarted none.
     assert sorted(b["pid"] for b in queue.ready(group)) == pids
     assert "restarting" not in group.log() and group.proc.poll() is None
