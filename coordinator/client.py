@@ -45,6 +45,13 @@ def _partition_state(slot: dict, synth: dict) -> SlotState:
     return SlotState(state)
 
 
+def _priority(value: Priority | str) -> Priority:
+    try:
+        return Priority(value)
+    except ValueError:
+        raise BadRequest(f"unknown priority {value!r}", expected=[p.value for p in Priority], found=value) from None
+
+
 class Client:
     """Submits proof requests and finds jobs.
 
@@ -92,11 +99,7 @@ class Client:
             StoreError: the artifact store cannot be written.
             redis.RedisError, kombu.exceptions.OperationalError: Redis cannot be reached.
         """
-        try:
-            priority = Priority(priority)
-        except ValueError:
-            raise BadRequest(f"unknown priority {priority!r}", expected=[p.value for p in Priority],
-                             found=priority) from None
+        priority = _priority(priority)
         if inputs is not None or wasm is not None:
             if witnesses is not None:
                 raise BadRequest("give either witnesses or inputs (with wasm), not both",
@@ -104,42 +107,32 @@ class Client:
             if wasm is None:
                 raise BadRequest("inputs need the circuit's .wasm to compute their witnesses (wasm=...)",
                                  expected="wasm=path/to/circuit.wasm", found=None)
-            if inputs is None:
+            inputs = list(inputs or [])
+            if not inputs:
                 raise BadRequest("a .wasm without inputs: give inputs=[input.json, ...]", expected=">= 1 input",
                                  found=0)
-            return self._submit_inputs(zkey, list(inputs), wasm, priority, request_id,
-                                       r1cs=r1cs, all_or_nothing=all_or_nothing)
-        witnesses = list(witnesses or [])
-        if not witnesses:
-            raise BadRequest("a job needs at least one witness", expected=">= 1", found=0)
+        else:
+            witnesses = list(witnesses or [])
+            if not witnesses:
+                raise BadRequest("a job needs at least one witness", expected=">= 1", found=0)
         existing = self._existing(request_id)
         if existing:
             return existing
-        zkey_sha = self.store.put_file(zkey)
-        stored = [(self.store.put_file(w), Path(w).name) for w in witnesses]
-        job_id = uuid.uuid4().hex
-        out = self.scheduler.submit(job_id, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
-                                    witnesses=stored, r1cs_sha=self.store.put_file(r1cs) if r1cs else "",
-                                    all_or_nothing=all_or_nothing)
-        return Job(self, out.detail[0])
+        common = dict(r1cs_sha=self.store.put_file(r1cs) if r1cs else "", priority=priority,
+                      request_id=request_id, all_or_nothing=all_or_nothing)
+        if inputs:
+            stored_inputs = self._store_inputs(inputs)       # checked here, not on a worker
+            return self.submit_stored(self.store.put_file(zkey), inputs=stored_inputs,
+                                      wasm_sha=self.store.put_file(wasm), wasm_name=Path(wasm).name, **common)
+        return self.submit_stored(self.store.put_file(zkey),
+                                  witnesses=[(self.store.put_file(w), Path(w).name) for w in witnesses], **common)
 
-    def _existing(self, request_id: str | None) -> "Job | None":
-        """The job of a request id seen before (checked before anything is stored)."""
-        if not request_id:
-            return None
-        existing = self.r.get(keys.request(request_id))
-        return Job(self, _s(existing)) if existing else None
-
-    def _submit_inputs(self, zkey, inputs: list, wasm, priority: Priority, request_id: str | None, *,
-                       r1cs, all_or_nothing: bool) -> "Job":
+    def _store_inputs(self, inputs: list) -> list[tuple[str, str]]:
+        """Stores each input JSON (an object or a file), checked to be a JSON object:
+        (sha256, name) pairs."""
         from zkqueue.groth16.errors import FormatError
         from zkqueue.groth16.witness import parse_inputs
 
-        if not inputs:
-            raise BadRequest("a job needs at least one input", expected=">= 1", found=0)
-        existing = self._existing(request_id)
-        if existing:
-            return existing
         stored = []
         for i, item in enumerate(inputs):
             if isinstance(item, dict):
@@ -154,18 +147,18 @@ class Client:
                 raise BadRequest(f"inputs[{i}]: expected a dict or the path of an input.json",
                                  expected="dict or path", found=type(item).__name__)
             try:
-                parse_inputs(data, source=name)   # a file that is not a JSON object fails here, not on a worker
+                parse_inputs(data, source=name)
             except FormatError as exc:
                 raise BadRequest(str(exc), expected="a JSON object of signal names to values", found=name) from None
             stored.append((self.store.put_bytes(data), name))
-        zkey_sha = self.store.put_file(zkey)
-        wasm_sha = self.store.put_file(wasm)
-        job_id = uuid.uuid4().hex
-        out = self.scheduler.submit(job_id, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
-                                    inputs=stored, wasm_sha=wasm_sha, wasm_name=Path(wasm).name,
-                                    r1cs_sha=self.store.put_file(r1cs) if r1cs else "",
-                                    all_or_nothing=all_or_nothing)
-        return Job(self, out.detail[0])
+        return stored
+
+    def _existing(self, request_id: str | None) -> "Job | None":
+        """The job of a request id seen before (checked before anything is stored)."""
+        if not request_id:
+            return None
+        existing = self.r.get(keys.request(request_id))
+        return Job(self, _s(existing)) if existing else None
 
     def submit_stored(self, zkey_sha: str, *, witnesses: list[tuple[str, str]] | None = None,
                       inputs: list[tuple[str, str]] | None = None, wasm_sha: str = "", wasm_name: str = "",
@@ -184,11 +177,7 @@ class Client:
                 unknown priority.
             redis.RedisError, kombu.exceptions.OperationalError: Redis cannot be reached.
         """
-        try:
-            priority = Priority(priority)
-        except ValueError:
-            raise BadRequest(f"unknown priority {priority!r}", expected=[p.value for p in Priority],
-                             found=priority) from None
+        priority = _priority(priority)
         if bool(witnesses) == bool(inputs):
             raise BadRequest("give either witnesses or inputs, at least one", expected="witnesses or inputs",
                              found="both" if witnesses else "neither")
