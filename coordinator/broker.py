@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from dataclasses import dataclass
 from typing import Iterator
 
 import msgpack
@@ -14,7 +16,7 @@ import redis
 from celery import Celery
 
 from . import keys
-from .settings import Settings
+from zkqueue.config import Settings
 
 TASK_PROVE = "zkqueue.prove_partition"
 TASK_FINALIZE = "zkqueue.finalize"
@@ -40,6 +42,9 @@ def celery_config(settings: Settings) -> dict:
     """Configuration shared by senders and workers (tasks/config.py adds the worker side)."""
     return {
         "broker_url": settings.redis_url,
+        # kombu's Redis transport behind a guard: junk on a queue goes to the dead-letter
+        # list instead of taking the consumer down (coordinator/transport.py).
+        "broker_transport": "zkqueue.coordinator.transport:GuardedTransport",
         "broker_connection_retry_on_startup": True,
         # Messages carry ids and hashes only; pickle is never accepted (it runs code).
         "task_serializer": "msgpack",
@@ -99,31 +104,76 @@ class Sender:
         self.app.close()
 
 
-def task_slot(envelope: dict) -> tuple[str, str, int] | None:
-    """(job, slot, token) of a zkqueue task message (a kombu envelope), None for anything else.
+TASKS = {TASK_PROVE: ("job", "index", "token"), TASK_SYNTH: ("job", "index", "token"),
+         TASK_FINALIZE: ("job", "token")}
+ACCEPTED_CONTENT = ("application/x-msgpack", "application/json")
+JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 
-    Only msgpack and JSON bodies are decoded; any other content type is left unread.
+
+@dataclass(frozen=True)
+class TaskMessage:
+    """A zkqueue task message, checked: which task, on which slot of which job, with which token."""
+
+    task: str
+    job_id: str
+    slot: str
+    token: int
+
+
+def decode_task(envelope) -> TaskMessage:
+    """The task a kombu envelope (already JSON-decoded) carries, checked to the last field.
+
+    Only msgpack and JSON bodies are decoded (never pickle: a message must not run code).
+
+    Raises:
+        ValueError: with the reason: not an envelope, a refused content type, a task no
+            worker has, or arguments that do not parse.
     """
-    headers = envelope.get("headers") or {}
+    if not isinstance(envelope, dict):
+        raise ValueError(f"not a kombu envelope: a JSON {type(envelope).__name__}, not an object")
+    props, headers, body = envelope.get("properties"), envelope.get("headers"), envelope.get("body")
+    if not (isinstance(props, dict) and isinstance(headers, dict) and isinstance(body, str)
+            and isinstance(props.get("delivery_tag"), str)):
+        raise ValueError("not a kombu envelope: properties (with a delivery_tag), headers and body are required")
     task = headers.get("task")
-    if task not in (TASK_PROVE, TASK_FINALIZE, TASK_SYNTH):
-        return None
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}: no zkqueue worker runs it")
+    ctype = envelope.get("content-type")
+    if ctype not in ACCEPTED_CONTENT:
+        raise ValueError(f"refused content type {ctype!r}: only msgpack and JSON are accepted")
     try:
-        raw = base64.b64decode(envelope["body"])
-        ctype = envelope.get("content-type")
-        if ctype == "application/x-msgpack":
-            args = msgpack.unpackb(raw, raw=False)[0]
-        elif ctype == "application/json":
-            args = json.loads(raw)[0]
-        else:
-            return None
-        if task == TASK_PROVE:
-            return str(args[0]), str(int(args[1])), int(args[2])
-        if task == TASK_SYNTH:      # its slot part is the synthesis member's: "s{index}"
-            return str(args[0]), f"{keys.SYNTH_PREFIX}{int(args[1])}", int(args[2])
-        return str(args[0]), keys.FINALIZE_SLOT, int(args[1])
-    except (KeyError, IndexError, TypeError, ValueError, msgpack.UnpackException):
+        raw = base64.b64decode(body, validate=True) if props.get("body_encoding") == "base64" else body.encode()
+        decoded = msgpack.unpackb(raw, raw=False) if ctype == ACCEPTED_CONTENT[0] else json.loads(raw)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise ValueError(f"a {task} body that does not decode: {exc}") from None
+    # Celery's message protocol 2: [args, kwargs, embed].
+    if not (isinstance(decoded, (list, tuple)) and len(decoded) == 3 and isinstance(decoded[0], (list, tuple))
+            and not decoded[1]):
+        raise ValueError(f"a {task} body that is not [args, {{}}, embed]")
+    args, names = decoded[0], TASKS[task]
+    if len(args) != len(names):
+        raise ValueError(f"{task} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+    values = dict(zip(names, args))
+    if not (isinstance(values["job"], str) and JOB_ID.match(values["job"])):
+        raise ValueError(f"{task}: job {values['job']!r} is not a job id (32 hex digits)")
+    for name in names[1:]:
+        lowest = 1 if name == "token" else 0
+        if type(values[name]) is not int or values[name] < lowest:
+            raise ValueError(f"{task}: {name} {values[name]!r} is not an integer >= {lowest}")
+    if task == TASK_FINALIZE:
+        slot = keys.FINALIZE_SLOT
+    else:
+        slot = keys.synth_slot(values["index"]) if task == TASK_SYNTH else str(values["index"])
+    return TaskMessage(task, values["job"], slot, values["token"])
+
+
+def task_slot(envelope) -> tuple[str, str, int] | None:
+    """(job, slot, token) of a zkqueue task message, None for anything else (never raises)."""
+    try:
+        msg = decode_task(envelope)
+    except ValueError:
         return None
+    return msg.job_id, msg.slot, msg.token
 
 
 def queue_names(r: redis.Redis) -> list[str]:
@@ -144,10 +194,7 @@ def waiting_slots(r: redis.Redis) -> set[tuple[str, str, int]]:
     for q in queue_names(r):
         for lst in queue_lists(q):
             for raw in r.lrange(lst, 0, -1):
-                try:
-                    slot = task_slot(json.loads(raw))
-                except ValueError:
-                    continue
+                slot = task_slot(_json(raw))
                 if slot:
                     found.add(slot)
     return found
@@ -161,9 +208,15 @@ def unacked_slots(r: redis.Redis) -> Iterator[tuple[str, tuple[str, str, int]]]:
         redis.RedisError: Redis cannot be reached.
     """
     for tag, raw in r.hgetall(UNACKED_HASH).items():
-        try:
-            slot = task_slot(json.loads(raw)[0])
-        except (ValueError, IndexError, TypeError):
-            continue
+        entry = _json(raw)        # [envelope, exchange, routing key]
+        slot = task_slot(entry[0]) if isinstance(entry, list) and entry else None
         if slot:
-            yield tag.decode(), slot
+            yield tag.decode(errors="replace"), slot
+
+
+def _json(raw: bytes):
+    """Decoded JSON, or None for anything that is not (a list may hold anything)."""
+    try:
+        return json.loads(raw)
+    except ValueError:      # includes UnicodeDecodeError
+        return None

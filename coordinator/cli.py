@@ -1,8 +1,14 @@
 """The `zkqueue` command: prove / verify / export-vk (groth16.cli) plus the queue:
 submit, wait, status, cancel, worker and demo.
 
-Exit codes: 0 success, 1 a job failed, was cancelled or timed out (verify: invalid proof),
-2 bad input or configuration. Errors are one line on stderr, never a traceback.
+Exit codes:
+    0  success: every proof verified (verify: the proof is valid)
+    1  the job failed, was cancelled, timed out or was lost (Redis restarted without its
+       data); verify: the proof is invalid
+    2  bad input or configuration (a file that cannot be read, an unknown job id, a bad setting)
+    3  the job is done with failures: every proof that could be made is verified and written;
+       the partitions that failed are listed with their reasons
+Errors are one line on stderr, never a traceback.
 Settings come from flags, then ZKQUEUE_REDIS_URL / ZKQUEUE_STORE_URL, then defaults.
 """
 
@@ -16,14 +22,16 @@ from pathlib import Path
 
 from zkqueue.groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, finish, new_parser, run_command
 
+EXIT_PARTIAL = 3      # done with failures: the verified proofs are written, the failures listed
+
 from .errors import BadRequest, ConfigError, JobCancelled, JobFailed, JobNotFound, WaitTimeout
 
 QUEUE_INPUT_ERRORS = (BadRequest, ConfigError, JobNotFound)
 
 
 def _settings(args):
-    from .settings import Settings
-    return Settings.from_env(redis_url=args.redis_url, store_url=args.store_url)
+    from zkqueue import config
+    return config.fleet(redis_url=args.redis_url, store_url=args.store_url)
 
 
 def _client(args):
@@ -55,23 +63,27 @@ def _wait_and_write(job, args) -> int:
     if args.out:
         write_result(result, Path(args.out))
     t = result.timings_s
-    print(f"job {job.id}: done, {len(result.partitions)} verified proofs"
+    done = "done" if result.complete else f"done with {len(result.failed)} failed partition(s)"
+    print(f"job {job.id}: {done}, {len(result.partitions)} verified proofs"
           + (f" in {args.out}" if args.out else "")
           + f" (total {t.get('total_s', 0):.2f} s, queued {t.get('queued_s', 0):.3f} s, "
             f"prove {t.get('prove_s', 0):.2f} s, verify {t.get('verify_s', 0):.3f} s)")
     for bad in result.bad_workers:
         print(f"  note: partition {bad['index']} was re-proved: {bad['reason']} from worker {bad['worker']}"
               f" ({bad.get('fingerprint', {}).get('host')}, build {bad.get('fingerprint', {}).get('build')})")
-    return EXIT_OK
+    for failure in result.failed:
+        print(f"  failed: {failure.reason}")
+    return EXIT_OK if result.complete else EXIT_PARTIAL
 
 
 def cmd_submit(args) -> int:
     with _client(args) as client:
+        common = dict(r1cs=args.r1cs, priority=args.priority, request_id=args.request_id,
+                      all_or_nothing=args.all_or_nothing)
         if args.wasm:      # the files are circuit inputs: workers compute the witnesses
-            job = client.submit(args.zkey, inputs=args.witnesses, wasm=args.wasm, priority=args.priority,
-                                request_id=args.request_id)
+            job = client.submit(args.zkey, inputs=args.witnesses, wasm=args.wasm, **common)
         else:
-            job = client.submit(args.zkey, args.witnesses, priority=args.priority, request_id=args.request_id)
+            job = client.submit(args.zkey, args.witnesses, **common)
         if not args.wait:
             print(job.id)
             return EXIT_OK
@@ -88,7 +100,7 @@ def cmd_wait(args) -> int:
 def _status_dict(st) -> dict:
     return {"job": st.job_id, "state": st.state.value, "priority": st.priority.value,
             "partitions": [{"index": p.index, "state": p.state.value, "phase": p.phase, "attempts": p.attempts,
-                            "synth_attempts": p.synth_attempts,
+                            "synth_attempts": p.synth_attempts, "source": p.source, "error": p.error,
                             "worker": p.worker, "timings_s": p.timings_s} for p in st.partitions],
             "timings_s": st.timings_s, "error": st.error, "bad_workers": st.bad_workers,
             "request_id": st.request_id}
@@ -98,29 +110,31 @@ def cmd_status(args) -> int:
     from .progress import summary
     with _client(args) as client:
         if args.job:
-            st = client.job(args.job).status()
+            job = client.job(args.job)
+            st = job.status()
             if args.json:
                 print(json.dumps(_status_dict(st), indent=1))
                 return EXIT_OK
-            print(summary(st))
+            print(summary(job.progress()))
             if st.error:
                 print(f"  error: {st.error}")
             for p in st.partitions:
                 t = " ".join(f"{k}={v:.3f}" for k, v in p.timings_s.items())
                 phase = f" ({p.phase})" if p.phase != p.state.value else ""
                 print(f"  partition {p.index}: {p.state.value}{phase}, {p.attempts} attempt(s)"
-                      f"{', worker ' + p.worker if p.worker else ''}{'  ' + t if t else ''}")
+                      f"{', worker ' + p.worker if p.worker else ''}{'  ' + t if t else ''}"
+                      f"{'  ' + p.error if p.error else ''}")
             for bad in st.bad_workers:
                 print(f"  invalid proof of partition {bad['index']} from worker {bad['worker']}: {bad['reason']}")
             return EXIT_OK
         jobs = client.recent_jobs(args.limit)
         workers = client.workers()
+        from . import deadletter, quarantine
+        dead = deadletter.count(client.r)
         if args.json:
-            from .quarantine import quarantined
-            print(json.dumps({"jobs": [_status_dict(s) for s in jobs], "workers": workers,
-                              "quarantined": quarantined(client.r)}, indent=1))
+            print(json.dumps({"jobs": [_status_dict(j.status()) for j in jobs], "workers": workers,
+                              "quarantined": quarantine.quarantined(client.r), "dead_letters": dead}, indent=1))
             return EXIT_OK
-        from . import quarantine
         held = quarantine.quarantined(client.r)
         print(f"{len(workers)} live worker(s)")
         for w in workers:
@@ -129,8 +143,11 @@ def cmd_status(args) -> int:
                   f"build {fp.get('build')}" + ("  QUARANTINED" if fp.get("id") in held else ""))
         for fp_id, rec in held.items():
             print(f"quarantined {quarantine.describe(fp_id, rec)}")
-        for st in jobs:
-            print(summary(st) + (f" - {st.error}" if st.error else ""))
+        if dead:
+            print(f"{dead} message(s) on the dead-letter list (`zkqueue dead-letters list`)")
+        for job in jobs:
+            progress = job.progress()
+            print(summary(progress) + (f" - {progress.error}" if progress.error else ""))
         return EXIT_OK
 
 
@@ -155,6 +172,22 @@ def cmd_quarantine(args) -> int:
         return EXIT_OK
 
 
+def cmd_dead_letters(args) -> int:
+    from . import deadletter
+    with _client(args) as client:
+        if args.action == "clear":
+            print(f"cleared {deadletter.clear(client.r)} dead letter(s)")
+            return EXIT_OK
+        entries = deadletter.listing(client.r, args.limit)
+        if args.json:
+            print(json.dumps({"count": deadletter.count(client.r), "newest": entries}, indent=1))
+            return EXIT_OK
+        print(f"{deadletter.count(client.r)} dead letter(s); the newest {len(entries)}:")
+        for e in entries:
+            print(f"  {e.get('at', 0):.3f} {e.get('queue', '?')}: {e.get('reason')} ({e.get('bytes', '?')} bytes)")
+        return EXIT_OK
+
+
 def cmd_cancel(args) -> int:
     with _client(args) as client:
         if client.job(args.job).cancel():
@@ -165,17 +198,18 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_worker(args) -> int:
+    from zkqueue import config
     settings = _settings(args)   # checked here, so a bad setting fails before any process starts
-    os.environ["ZKQUEUE_REDIS_URL"] = settings.redis_url
-    os.environ["ZKQUEUE_STORE_URL"] = settings.store_url
+    proc = config.process()
     if args.key_cache_bytes:
-        os.environ["ZKQUEUE_KEY_CACHE_BYTES"] = str(args.key_cache_bytes)
+        proc = proc.replace(key_cache_bytes=args.key_cache_bytes)
     # The supervisor is the worker runtime's entry point; the library modules of
     # `coordinator` never import `workers`.
     from zkqueue.workers import spawn
     try:
         extra = [] if args.synthesize is None else ["--synthesize" if args.synthesize else "--no-synthesize"]
-        return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra)
+        return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra,
+                         env=config.child_environ(settings, proc), metrics_port=proc.metrics_port)
     except LookupError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -195,8 +229,9 @@ def cmd_metrics(args) -> int:
 
 def cmd_flower(args) -> int:
     """Flower on the zkqueue broker, with HTTP basic auth from $ZKQUEUE_FLOWER_AUTH (user:password)."""
+    from zkqueue import config
     settings = _settings(args)
-    auth = os.environ.get("ZKQUEUE_FLOWER_AUTH", "")
+    auth = config.process().flower_auth
     if ":" not in auth:
         raise ConfigError("set ZKQUEUE_FLOWER_AUTH=user:password (Flower is never served without auth)",
                           expected="user:password", found="unset" if not auth else "no ':'")
@@ -205,7 +240,7 @@ def cmd_flower(args) -> int:
     from .broker import celery_config
     app = Celery("zkqueue", set_as_current=True)
     app.conf.update(celery_config(settings))
-    port = args.port or int(os.environ.get("ZKQUEUE_FLOWER_PORT") or 5555)
+    port = args.port or config.process().flower_port
     # Flower reads its options from FLOWER_* variables too: the password stays off the command line.
     os.environ["FLOWER_BASIC_AUTH"] = auth
     # The task list shows each task's arguments: "job=<id> partition=<i> attempt_token=<t>".
@@ -214,8 +249,58 @@ def cmd_flower(args) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args) -> int:
+    """The HTTP API (api/); like `worker`, an entry point this library module starts lazily."""
+    from zkqueue import config
+    settings = _settings(args)
+    overrides = {k: v for k, v in (("api_host", args.host), ("api_port", args.port)) if v is not None}
+    proc = config.process().replace(**overrides) if overrides else config.process()
+    from zkqueue.api import server
+    server.serve(settings, proc)
+    return EXIT_OK
+
+
+def cmd_api_keys(args) -> int:
+    from zkqueue.api.auth import KeyStore
+
+    from .scheduler import connect
+    store = KeyStore(connect(_settings(args)))
+    if args.action == "create":
+        if not args.name:
+            raise BadRequest("name the key: zkqueue api-keys create NAME", expected="NAME", found="nothing")
+        try:
+            key, token = store.create(args.name, proofs_per_hour=args.proofs_per_hour,
+                                      max_upload_bytes=args.max_upload_bytes)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        print(json.dumps({**key.as_dict(), "token": token}) if args.json else token)
+        if not args.json:
+            print(f"API key {key.id} ({key.name}): the token above is shown only now", file=sys.stderr)
+        return EXIT_OK
+    if args.action == "list":
+        found = store.list()
+        if args.json:
+            print(json.dumps([k.as_dict() for k in found], indent=1))
+            return EXIT_OK
+        for k in found:
+            limits = ", ".join(filter(None, [f"{k.proofs_per_hour} proofs/hour" if k.proofs_per_hour else "",
+                                             f"uploads <= {k.max_upload_bytes} bytes" if k.max_upload_bytes else ""]))
+            print(f"{k.id}  {k.name}" + (f"  ({limits})" if limits else "") + ("  REVOKED" if k.revoked else ""))
+        if not found:
+            print("no API keys")
+        return EXIT_OK
+    if not args.name:
+        raise BadRequest("name the key id to revoke: zkqueue api-keys revoke KEY_ID", expected="KEY_ID",
+                         found="nothing")
+    if not store.revoke(args.name):
+        raise BadRequest(f"no live API key {args.name}", found=args.name)
+    print(f"API key {args.name} revoked")
+    return EXIT_OK
+
+
 def add_queue_commands(sub) -> None:
-    """Registers submit, wait, status, cancel, quarantine, worker, demo, metrics and flower."""
+    """Registers submit, wait, status, cancel, quarantine, worker, demo, metrics, flower, serve and
+    api-keys."""
     from .jobs import Priority
 
     common = argparse.ArgumentParser(add_help=False)
@@ -238,6 +323,11 @@ def add_queue_commands(sub) -> None:
     s.add_argument("--wait", action="store_true", help="wait for the verified proofs")
     s.add_argument("--priority", choices=[p.value for p in Priority], default="normal")
     s.add_argument("--request-id", default=None, help="idempotency key: the same id returns the same job")
+    s.add_argument("--r1cs", default=None,
+                   help="the circuit's .r1cs: a witness whose proof fails is checked against it, and a broken "
+                        "constraint is named at once")
+    s.add_argument("--all-or-nothing", action="store_true",
+                   help="any failed partition fails the whole job (default: the others are delivered)")
     s.set_defaults(func=cmd_submit)
 
     w = sub.add_parser("wait", parents=[common, waiting], help="wait for a job and write its proofs")
@@ -260,6 +350,13 @@ def add_queue_commands(sub) -> None:
     q.add_argument("--all", action="store_true", help="clear every quarantined build")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_quarantine)
+
+    d = sub.add_parser("dead-letters", parents=[common],
+                       help="list or clear the messages taken off the queues because no worker could run them")
+    d.add_argument("action", choices=("list", "clear"))
+    d.add_argument("--limit", type=int, default=100, help="how many of the newest to list")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=cmd_dead_letters)
 
     wk = sub.add_parser("worker", parents=[common],
                         help="run one worker process per GPU (pynvml), or --cpu N CPU workers")
@@ -289,6 +386,20 @@ def add_queue_commands(sub) -> None:
     f.add_argument("--port", type=int, default=None, help="default: $ZKQUEUE_FLOWER_PORT or 5555")
     f.add_argument("--addr", default="0.0.0.0")
     f.set_defaults(func=cmd_flower)
+
+    sv = sub.add_parser("serve", parents=[common], help="the HTTP API (OpenAPI at /openapi.json)")
+    sv.add_argument("--host", default=None, help="bind address (default: $ZKQUEUE_API_HOST or 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=None, help="default: $ZKQUEUE_API_PORT or 8080")
+    sv.set_defaults(func=cmd_serve)
+
+    ak = sub.add_parser("api-keys", parents=[common], help="create, list or revoke the HTTP API's keys")
+    ak.add_argument("action", choices=("create", "list", "revoke"))
+    ak.add_argument("name", nargs="?", help="create: the key's name; revoke: its id")
+    ak.add_argument("--proofs-per-hour", type=int, default=0, help="create: quota (default 0: none)")
+    ak.add_argument("--max-upload-bytes", type=int, default=0,
+                    help="create: largest upload (default 0: the server's ZKQUEUE_API_MAX_UPLOAD_BYTES)")
+    ak.add_argument("--json", action="store_true")
+    ak.set_defaults(func=cmd_api_keys)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,12 +12,12 @@ from typing import Callable, Iterable
 import redis
 
 from . import keys
-from .errors import BadRequest, JobCancelled, JobFailed, JobNotFound, WaitTimeout
-from .jobs import (JobResult, JobState, JobStatus, PartitionResult, PartitionStatus, Priority,
-                   SlotState)
+from .errors import BadRequest, JobCancelled, JobFailed, JobLost, JobNotFound, WaitTimeout
+from .jobs import (JobProgress, JobResult, JobState, JobStatus, PartitionFailure, PartitionResult,
+                   PartitionStatus, Priority, SlotState)
 from .keys import FINALIZE_SLOT
 from .scheduler import Scheduler
-from .settings import Settings
+from zkqueue.config import Settings
 from .store import ArtifactStore
 
 log = logging.getLogger("zkqueue.client")
@@ -29,6 +29,27 @@ def _s(v) -> str | None:
 
 def _f(v) -> float | None:
     return float(v) if v not in (None, b"", "") else None
+
+
+# A witness slot's state as its partition shows it while the witness is not there yet.
+_WAITING_FOR_WITNESS = {"sending": SlotState.SYNTH_SENDING, "queued": SlotState.SYNTH_QUEUED,
+                        "running": SlotState.SYNTHESIZING, "failed": SlotState.FAILED}
+
+
+def _partition_state(slot: dict, synth: dict) -> SlotState:
+    """A partition's state; one of an inputs job that waits for its witness shows how the
+    witness is coming along."""
+    state = slot.get("state", "sending")
+    if state == "idle" and synth.get("state") in _WAITING_FOR_WITNESS:
+        return _WAITING_FOR_WITNESS[synth["state"]]
+    return SlotState(state)
+
+
+def _priority(value: Priority | str) -> Priority:
+    try:
+        return Priority(value)
+    except ValueError:
+        raise BadRequest(f"unknown priority {value!r}", expected=[p.value for p in Priority], found=value) from None
 
 
 class Client:
@@ -56,12 +77,18 @@ class Client:
 
     def submit(self, zkey: str | Path, witnesses: Iterable[str | Path] | None = None, *,
                inputs: Iterable[dict | str | Path] | None = None, wasm: str | Path | None = None,
-               priority: Priority | str = Priority.NORMAL, request_id: str | None = None) -> "Job":
+               r1cs: str | Path | None = None, priority: Priority | str = Priority.NORMAL,
+               request_id: str | None = None, all_or_nothing: bool = False) -> "Job":
         """Stores the key and witnesses (content addressed) and enqueues one partition per witness.
 
         Or, with `inputs` (input.json objects or paths) and `wasm` (the circuit's circom .wasm)
         instead of witnesses: stores them and enqueues one witness synthesis per input; workers
         compute each witness and prove its partition as soon as it exists.
+
+        `r1cs` (the circuit's .r1cs) lets a worker whose proof fails its own check name the
+        constraint a bad witness breaks, at once. Each partition is an independent proof: one
+        that fails (bad input) fails alone and the job delivers the others, unless
+        `all_or_nothing` (then any failure fails the job).
 
         The same `request_id` again returns the first job, whatever the arguments.
 
@@ -72,11 +99,7 @@ class Client:
             StoreError: the artifact store cannot be written.
             redis.RedisError, kombu.exceptions.OperationalError: Redis cannot be reached.
         """
-        try:
-            priority = Priority(priority)
-        except ValueError:
-            raise BadRequest(f"unknown priority {priority!r}", expected=[p.value for p in Priority],
-                             found=priority) from None
+        priority = _priority(priority)
         if inputs is not None or wasm is not None:
             if witnesses is not None:
                 raise BadRequest("give either witnesses or inputs (with wasm), not both",
@@ -84,40 +107,32 @@ class Client:
             if wasm is None:
                 raise BadRequest("inputs need the circuit's .wasm to compute their witnesses (wasm=...)",
                                  expected="wasm=path/to/circuit.wasm", found=None)
-            if inputs is None:
+            inputs = list(inputs or [])
+            if not inputs:
                 raise BadRequest("a .wasm without inputs: give inputs=[input.json, ...]", expected=">= 1 input",
                                  found=0)
-            return self._submit_inputs(zkey, list(inputs), wasm, priority, request_id)
-        witnesses = list(witnesses or [])
-        if not witnesses:
-            raise BadRequest("a job needs at least one witness", expected=">= 1", found=0)
-        if request_id:
-            existing = self.r.get(keys.request(request_id))
-            if existing:
-                return Job(self, _s(existing))
-        zkey_sha = self.store.put_file(zkey)
-        witness_shas = [self.store.put_file(w) for w in witnesses]
-        job_id = uuid.uuid4().hex
-        out = self.scheduler.barrier.submit(job_id, request_id=request_id, priority=priority.value,
-                                            zkey_sha=zkey_sha, witness_shas=witness_shas)
-        if out.kind == "exists":
-            return Job(self, out.detail[0])
-        prio = priority.broker_priority
-        for i in range(len(witness_shas)):
-            self.scheduler.send(job_id, i, 1, priority=prio)
-        return Job(self, job_id)
+        else:
+            witnesses = list(witnesses or [])
+            if not witnesses:
+                raise BadRequest("a job needs at least one witness", expected=">= 1", found=0)
+        existing = self._existing(request_id)
+        if existing:
+            return existing
+        common = dict(r1cs_sha=self.store.put_file(r1cs) if r1cs else "", priority=priority,
+                      request_id=request_id, all_or_nothing=all_or_nothing)
+        if inputs:
+            stored_inputs = self._store_inputs(inputs)       # checked here, not on a worker
+            return self.submit_stored(self.store.put_file(zkey), inputs=stored_inputs,
+                                      wasm_sha=self.store.put_file(wasm), wasm_name=Path(wasm).name, **common)
+        return self.submit_stored(self.store.put_file(zkey),
+                                  witnesses=[(self.store.put_file(w), Path(w).name) for w in witnesses], **common)
 
-    def _submit_inputs(self, zkey, inputs: list, wasm, priority: Priority, request_id: str | None) -> "Job":
+    def _store_inputs(self, inputs: list) -> list[tuple[str, str]]:
+        """Stores each input JSON (an object or a file), checked to be a JSON object:
+        (sha256, name) pairs."""
         from zkqueue.groth16.errors import FormatError
         from zkqueue.groth16.witness import parse_inputs
 
-        from . import synthesis
-        if not inputs:
-            raise BadRequest("a job needs at least one input", expected=">= 1", found=0)
-        if request_id:
-            existing = self.r.get(keys.request(request_id))
-            if existing:
-                return Job(self, _s(existing))
         stored = []
         for i, item in enumerate(inputs):
             if isinstance(item, dict):
@@ -132,21 +147,51 @@ class Client:
                 raise BadRequest(f"inputs[{i}]: expected a dict or the path of an input.json",
                                  expected="dict or path", found=type(item).__name__)
             try:
-                parse_inputs(data, source=name)   # a file that is not a JSON object fails here, not on a worker
+                parse_inputs(data, source=name)
             except FormatError as exc:
                 raise BadRequest(str(exc), expected="a JSON object of signal names to values", found=name) from None
             stored.append((self.store.put_bytes(data), name))
-        zkey_sha = self.store.put_file(zkey)
-        wasm_sha = self.store.put_file(wasm)
-        job_id = uuid.uuid4().hex
-        out = self.scheduler.barrier.submit_inputs(job_id, request_id=request_id, priority=priority.value,
-                                                   zkey_sha=zkey_sha, wasm_sha=wasm_sha, wasm_name=Path(wasm).name,
-                                                   inputs=stored)
-        if out.kind == "exists":
-            return Job(self, out.detail[0])
-        for i in range(len(stored)):
-            synthesis.send(self.scheduler, job_id, i, 1, priority=priority.broker_priority)
-        return Job(self, job_id)
+        return stored
+
+    def _existing(self, request_id: str | None) -> "Job | None":
+        """The job of a request id seen before (checked before anything is stored)."""
+        if not request_id:
+            return None
+        existing = self.r.get(keys.request(request_id))
+        return Job(self, _s(existing)) if existing else None
+
+    def submit_stored(self, zkey_sha: str, *, witnesses: list[tuple[str, str]] | None = None,
+                      inputs: list[tuple[str, str]] | None = None, wasm_sha: str = "", wasm_name: str = "",
+                      r1cs_sha: str = "", priority: Priority | str = Priority.NORMAL,
+                      request_id: str | None = None, all_or_nothing: bool = False) -> "Job":
+        """As submit, for files already in the artifact store, named by sha256: the key, and
+        one witness per partition as (sha256, file name) pairs, or the circuit's .wasm
+        (`wasm_sha`, `wasm_name`) and one input JSON per partition as (sha256, name) pairs;
+        `r1cs_sha` optionally. Nothing is read or hashed again, which matters for a key of
+        gigabytes (the HTTP API submits this way); the caller has checked the files.
+
+        The same `request_id` again returns the first job, whatever the arguments.
+
+        Raises:
+            BadRequest: neither or both of witnesses and inputs, inputs without a wasm, or an
+                unknown priority.
+            redis.RedisError, kombu.exceptions.OperationalError: Redis cannot be reached.
+        """
+        priority = _priority(priority)
+        if bool(witnesses) == bool(inputs):
+            raise BadRequest("give either witnesses or inputs, at least one", expected="witnesses or inputs",
+                             found="both" if witnesses else "neither")
+        if inputs and not wasm_sha:
+            raise BadRequest("inputs need the circuit's .wasm to compute their witnesses",
+                             expected="wasm_sha", found=None)
+        existing = self._existing(request_id)
+        if existing:
+            return existing
+        out = self.scheduler.submit(uuid.uuid4().hex, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
+                                    witnesses=list(witnesses or []), inputs=list(inputs or []),
+                                    wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "",
+                                    r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing)
+        return Job(self, out.detail[0])
 
     def job(self, job_id: str) -> "Job":
         """The job with this id.
@@ -158,16 +203,20 @@ class Client:
             raise JobNotFound(f"no job {job_id}", job_id=job_id)
         return Job(self, job_id)
 
-    def recent_jobs(self, limit: int = 20) -> list[JobStatus]:
-        """Status of the most recently submitted jobs, newest first."""
+    def recent_jobs(self, limit: int = 20) -> list["Job"]:
+        """The most recently submitted jobs that still exist, newest first (forgetting those
+        whose records expired)."""
         ids = [_s(j) for j in self.r.zrevrange(keys.jobs(), 0, limit - 1)]
-        out = []
-        for job_id in ids:
-            try:
-                out.append(Job(self, job_id).status())
-            except JobNotFound:
-                self.r.zrem(keys.jobs(), job_id)
-        return out
+        gone = [job_id for job_id, exists in zip(ids, self._exist(ids)) if not exists]
+        if gone:
+            self.r.zrem(keys.jobs(), *gone)
+        return [Job(self, job_id) for job_id in ids if job_id not in gone]
+
+    def _exist(self, job_ids: list[str]) -> list[bool]:
+        with self.r.pipeline(transaction=False) as p:
+            for job_id in job_ids:
+                p.exists(keys.job(job_id))
+            return [bool(x) for x in p.execute()]
 
     def workers(self) -> list[dict]:
         """Heartbeats of the live workers (worker id, fingerprint, pids, queue)."""
@@ -184,8 +233,24 @@ class Job:
     def __repr__(self) -> str:
         return f"Job({self.id})"
 
+    def progress(self) -> JobProgress:
+        """How far the job has come: counts from its record alone (one round trip, whatever
+        the number of partitions).
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        with self.client.r.pipeline(transaction=False) as p:
+            p.hgetall(keys.job(self.id))
+            p.llen(keys.bad(self.id))
+            rec, invalid = p.execute()
+        if not rec:
+            raise JobNotFound(f"no job {self.id}", job_id=self.id)
+        return JobProgress.from_record(self.id, {_s(k): _s(v) for k, v in rec.items()}, invalid)
+
     def status(self) -> JobStatus:
-        """The job's state, and each partition's state, attempts, worker, timings and events.
+        """The job's state, and each partition's state, attempts, worker, timings and events
+        (reads every partition: for watching a job, progress() costs one read).
 
         Raises:
             JobNotFound: no such job.
@@ -195,9 +260,12 @@ class Job:
         if not rec:
             raise JobNotFound(f"no job {self.id}", job_id=self.id)
         n = int(rec["n"])
+        from_inputs = bool(rec.get("wasm"))
         with r.pipeline(transaction=False) as p:
             for i in range(n):
                 p.hgetall(keys.slot(self.id, i))
+                if from_inputs:
+                    p.hgetall(keys.slot(self.id, keys.synth_slot(i)))
             p.hgetall(keys.results(self.id))
             p.lrange(keys.events(self.id), 0, -1)
             p.lrange(keys.bad(self.id), 0, -1)
@@ -205,20 +273,23 @@ class Job:
         results = {_s(k): json.loads(v) for k, v in results.items()}
         events = [json.loads(e) for e in events]
         created = float(rec["created_at"])
+        step = 2 if from_inputs else 1
         parts = []
-        for i, raw in enumerate(slots):
-            s = {_s(k): _s(v) for k, v in raw.items()}
+        for i in range(n):
+            s = {_s(k): _s(v) for k, v in slots[step * i].items()}
+            synth = {_s(k): _s(v) for k, v in slots[step * i + 1].items()} if from_inputs else {}
             res = results.get(str(i))
             timings = dict(res["timings_s"]) if res else {}
             if s.get("finished_at") and res:
                 timings["total_s"] = float(s["finished_at"]) - created
-            if s.get("synth_s"):
-                timings["synth_s"] = float(s["synth_s"])
+            if synth.get("synth_s"):
+                timings["synth_s"] = float(synth["synth_s"])
             parts.append(PartitionStatus(
-                index=i, state=SlotState(s.get("state", "sending")), attempts=int(s.get("attempts", 0)),
+                index=i, state=_partition_state(s, synth), attempts=int(s.get("attempts", 0)),
                 worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
                 events=[e for e in events if str(e.get("slot")) == str(i)],
-                synth_attempts=int(s.get("synth_attempts", 0))))
+                synth_attempts=int(synth.get("attempts", 0)), error=s.get("error") or None,
+                source=s.get("witness_name") or synth.get("input_name") or None))
         timings = self._timings(rec, created, list(results.values()))
         if rec.get("wasm"):      # witnesses computed by workers: their total synthesis time
             timings["synth_s"] = sum(p.timings_s.get("synth_s", 0.0) for p in parts)
@@ -252,20 +323,22 @@ class Job:
         """
         if not self.client.r.exists(keys.job(self.id)):
             raise JobNotFound(f"no job {self.id}", job_id=self.id)
-        return self.client.scheduler.barrier.cancel(self.id)
+        return self.client.scheduler.cancel(self.id)
 
     def wait(self, timeout_s: float | None = None, *,
-             progress: Callable[[JobStatus], None] | None = None) -> JobResult:
-        """Blocks until the job is done and returns every partition's verified proof.
+             progress: Callable[[JobProgress], None] | None = None) -> JobResult:
+        """Blocks until the job is over and returns every verified proof (and, for a job done
+        with failures, each failed partition with its reason: JobResult.failed).
 
-        `progress`, if given, is called with a fresh status on every change (and at least
-        every second).
+        `progress`, if given, is called with a fresh JobProgress on every change (and at
+        least every second). Waiting costs the same few Redis commands per change whatever
+        the job's size; only the result at the end reads every partition.
 
         Raises:
             JobFailed: with the reason (naming the partition when one is to blame).
+            JobLost: the job's record is gone from Redis (Redis lost its data): it cannot finish.
             JobCancelled: the job was cancelled.
             WaitTimeout: `timeout_s` passed first (the job goes on).
-            JobNotFound: no such job.
         """
         r = self.client.r
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -278,18 +351,22 @@ class Job:
                         pubsub = r.pubsub(ignore_subscribe_messages=True)
                         # Subscribe before reading the state, so a change in between is not missed.
                         pubsub.subscribe(keys.notify(self.id))
-                    raw = r.hget(keys.job(self.id), "state")
-                    if raw is None:
-                        raise JobNotFound(f"no job {self.id}", job_id=self.id)
-                    state = JobState(_s(raw))
+                    try:
+                        now = self.progress()
+                    except JobNotFound:
+                        raise JobLost(self.id) from None
+                    state = now.state
                     if progress is not None:
-                        progress(self.status())
+                        progress(now)
                     if state.over:
                         break
                     if left is not None and left <= 0:
                         raise WaitTimeout(f"job {self.id} is still {state.value} after {timeout_s:g} s",
                                           job_id=self.id)
-                    pubsub.get_message(timeout=min(1.0, left) if left is not None else 1.0)
+                    if pubsub.get_message(timeout=min(1.0, left) if left is not None else 1.0):
+                        # Changes that came meanwhile: the next read covers them all.
+                        while pubsub.get_message(timeout=0):
+                            pass
                 except (redis.ConnectionError, redis.TimeoutError) as exc:
                     # Redis restarting or briefly unreachable: the job goes on; keep waiting.
                     if left is not None and left <= 0:
@@ -305,29 +382,33 @@ class Job:
         return self.result()
 
     def result(self) -> JobResult:
-        """The result of a job that is over.
+        """The result of a job that is over: its verified proofs, and its failed partitions.
 
         Raises:
             JobFailed, JobCancelled: as for wait(); JobFailed too when the job is not over yet.
+            JobNotFound: no such job.
         """
         st = self.status()
         if st.state == JobState.FAILED:
             raise JobFailed(st.error or "unknown reason", job_id=self.id, slot=st.error_slot)
         if st.state == JobState.CANCELLED:
             raise JobCancelled(f"job {self.id} was cancelled", job_id=self.id)
-        if st.state != JobState.DONE:
+        if not st.state.delivered:
             raise JobFailed(f"not finished ({st.state.value})", job_id=self.id)
         results = {_s(k): json.loads(v) for k, v in self.client.r.hgetall(keys.results(self.id)).items()}
-        parts = []
-        for i in range(st.n_partitions):
-            res = results[str(i)]
+        parts, failed = [], []
+        for p in st.partitions:
+            if p.state != SlotState.VERIFIED:
+                failed.append(PartitionFailure(index=p.index, reason=p.error or p.state.value))
+                continue
+            res = results[str(p.index)]
             timings = dict(res["timings_s"])
-            timings.update(st.partitions[i].timings_s)
-            parts.append(PartitionResult(index=i, proof=res["proof"], public_signals=res["public"],
+            timings.update(p.timings_s)
+            parts.append(PartitionResult(index=p.index, proof=res["proof"], public_signals=res["public"],
                                          fingerprint=res["fingerprint"], timings_s=timings,
                                          worker=res["worker"], attempt=res["attempt"]))
         return JobResult(job_id=self.id, partitions=parts, timings_s=st.timings_s,
-                         bad_workers=st.bad_workers)
+                         bad_workers=st.bad_workers, failed=failed)
 
 
 __all__ = ["Client", "Job", "FINALIZE_SLOT"]

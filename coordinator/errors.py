@@ -1,10 +1,13 @@
 """The error tree of the queue (coordinator, tasks and workers raise these).
 
-As in groth16/errors.py, each error says whether retrying can help (`retryable`) and
-carries what was expected and what was found.
+As in groth16/errors.py, each error says whether trying again (on the same worker) can help
+(`retryable`, which tasks/outcomes.py reads) and carries what was expected and what was found.
+ConfigError is the configuration module's (zkqueue/config.py), re-exported here.
 """
 
 from __future__ import annotations
+
+from zkqueue.config import ConfigError  # noqa: F401  (re-exported: the queue's error tree)
 
 
 class ZkqueueError(Exception):
@@ -16,10 +19,6 @@ class ZkqueueError(Exception):
         self.expected = expected
         self.found = found
         super().__init__(message)
-
-
-class ConfigError(ZkqueueError):
-    """Settings that cannot work together (e.g. task time limit >= visibility timeout)."""
 
 
 class BadRequest(ZkqueueError):
@@ -42,10 +41,6 @@ class ArtifactCorrupt(StoreError):
     retryable = False
 
 
-class NoDeviceError(ConfigError):
-    """`zkqueue worker` found no GPU and was not asked for CPU workers."""
-
-
 class JobError(ZkqueueError):
     """About one job; `job_id` names it."""
 
@@ -65,6 +60,15 @@ class JobFailed(JobError):
         self.reason = message
         self.slot = slot
         super().__init__(f"job {job_id} failed: {message}", job_id=job_id)
+
+
+class JobLost(JobFailed):
+    """The job's record is gone from Redis while it was awaited: Redis restarted without its
+    data (or the record expired). The job cannot finish: submit it again."""
+
+    def __init__(self, job_id: str):
+        super().__init__("its record is gone from Redis: Redis may have restarted without its data "
+                         "(or the record expired), so the job is lost; submit it again", job_id=job_id)
 
 
 class JobCancelled(JobError):

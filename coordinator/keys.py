@@ -1,23 +1,34 @@
 """Every Redis key and channel zkqueue uses, built here and nowhere else.
 
-Key schema (prefix ``zkq:``; ``{job}`` is a 32-hex job id, ``{slot}`` a partition index
-``0..n-1`` or the literal ``finalize``):
+Key schema (prefix ``zkq:``; ``{job}`` is a 32-hex job id; ``{slot}`` names one slot of
+a job: ``0..n-1`` prove partition i, ``s0..s{n-1}`` compute partition i's witness (a job
+submitted as circuit inputs), ``finalize`` verify every proof):
 
     zkq:job:{job}                  hash    the job record: state, priority, zkey (sha256), n,
                                            created_at, started_at, finished_at, error,
-                                           error_slot, request_id, finalize_sent, verify_s
-    zkq:job:{job}:slot:{slot}      hash    one partition (or the finalize step): state, token,
-                                           attempts, witness (sha256), worker, pid, fingerprint,
+                                           error_slot, request_id, finalize_sent, verify_s, r1cs
+                                           (sha256 or ""), all_or_nothing, failed (partitions
+                                           failed alone), attempts, c:{kind}:{state} (how many
+                                           slots of each kind are in each state: progress in
+                                           one read), and for an inputs job wasm (sha256) and
+                                           wasm_name
+    zkq:job:{job}:slot:{slot}      hash    one slot, every kind with the same fields: state,
+                                           token, attempts, worker, pid, fingerprint,
                                            enqueued_at, started_at, run_deadline, finished_at,
                                            routed_to, excluded (space-separated worker ids),
-                                           bounces, orphaned_since, invalid_fps and
-                                           invalid_builds (fingerprints / builds whose proofs
-                                           of this slot failed verification)
+                                           bounces, parked_since, parked_reason; a partition
+                                           adds witness (sha256), witness_name, error (why it
+                                           failed), invalid_fps, invalid_builds and invalid_by
+                                           (fingerprints / builds / "build|worker" whose proofs
+                                           of it failed verification); a witness slot adds input (sha256),
+                                           input_name, unserved_since, and once done witness
+                                           and synth_s
     zkq:job:{job}:results          hash    index -> JSON result (proof, public, fingerprint,
                                            timings_s, worker, attempt); written with HSETNX
-    zkq:job:{job}:events           list    JSON attempt events (started, proved, lost, overdue,
-                                           retry, invalid, bounced, resent, rerouted,
-                                           quarantined, input_error, done), in order
+    zkq:job:{job}:events           list    JSON attempt events (started, synth_started, proved,
+                                           synthesized, lost, overdue, retry, invalid, bounced,
+                                           resent, rerouted, quarantined, input_error, done), in
+                                           order; "slot" is the partition index or "finalize"
     zkq:job:{job}:bad              list    JSON records of invalid proofs: index, worker,
                                            fingerprint, reason, at
     zkq:job:{job}:notify           channel PUBLISHed on every state change of the job
@@ -40,20 +51,42 @@ Key schema (prefix ``zkq:``; ``{job}`` is a 32-hex job id, ``{slot}`` a partitio
                                            workers with it take no work until an operator clears it
     zkq:runtime                    hash    "{zkey}|{device class}" -> moving average of proving
                                            seconds (sets how long an attempt may run)
+    zkq:valid:{zkey}               hash    build -> when it last recorded a valid proof of this
+                                           key (with the result TTL): a build that proves a
+                                           key validly and fails one witness twice blames it
+    zkq:dead                       list    JSON dead letters, newest first (coordinator/deadletter.py)
+    zkq:dead:count                 string  dead letters recorded since the list was cleared
 
-The Lua scripts (coordinator/lua/) receive these names as KEYS/ARGV. Two rebuild names
-themselves, in the same formats: deadline members "{job}|{slot}" for every slot of a job,
-and, to expire an ended job, its keys from the prefix zkq:job:{job} and zkq:request:.
+The HTTP API (api/, `zkqueue serve`) adds (``{key}`` is an API key's 12-hex id, ``{circuit}``
+a circuit's 32-hex id):
+
+    zkq:apikey:{key}               hash    an API key: name, secret_sha256 (the token's secret,
+                                           hashed; the token itself is never stored),
+                                           created_at, revoked_at, proofs_per_hour and
+                                           max_upload_bytes (0: no limit of its own)
+    zkq:apikeys                    zset    key -> created_at (`zkqueue api-keys list`)
+    zkq:apikey:{key}:circuits      set     the circuits this key registered (all it may use)
+    zkq:apikey:{key}:usage:{hour}  string  proofs requested in that clock hour (hours since the
+                                           epoch), for the key's quota; expires after two hours
+    zkq:circuit:{circuit}          hash    a registered circuit: zkey, wasm, r1cs, vk (sha256 of
+                                           the files in the store; wasm and r1cs may be ""),
+                                           wasm_name, curve, n_vars, n_public, domain_size,
+                                           zkey_bytes, created_at
+    zkq:artifact:{sha256}          string  JSON of what the API checked about a stored file
+                                           (kind: zkey, wasm, r1cs, and its header's numbers),
+                                           so a later upload naming it by hash skips the body
+
+A job the API submits has the request id ``api/{key}/{circuit}/{idempotency key or a random
+one}``: the job record itself says which key may see it and for which circuit, and the
+API's idempotency keys cannot collide across API keys.
+
+The Lua scripts (coordinator/lua/) get the job's own keys and the shared ones they name;
+they build the names of a job's other keys (its slots, results, request) from the prefix,
+in the formats above.
 
 Celery queues (lists in the same Redis, named by kombu): ``zkq.prove`` shared by all
 workers, ``zkq.w.{worker}``, one per worker, for retries routed away from a bad worker, and
 ``zkq.synth``: witness synthesis (circuit .wasm + input JSON -> .wtns), taken by CPU workers.
-
-Synthesis (jobs submitted as inputs): the job hash adds wasm (sha256) and wasm_name; a slot
-starts in synth_sending -> synth_queued -> synthesizing, with input (sha256), input_name,
-synth_token, synth_attempts, synth_worker, synth_pid, synth_started_at, synth_run_deadline,
-synth_finished_at, synth_s; its deadline is the member "{job}|s{i}" of zkq:deadlines. Once
-its witness is stored it is an ordinary partition (sending, token 1).
 """
 
 from __future__ import annotations
@@ -62,7 +95,7 @@ PREFIX = "zkq"
 FINALIZE_SLOT = "finalize"
 SHARED_QUEUE = "zkq.prove"
 SYNTH_QUEUE = "zkq.synth"
-SYNTH_PREFIX = "s"          # deadline member "{job}|s{i}": partition i's synthesis
+SYNTH_PREFIX = "s"          # slot "s{i}": partition i's witness synthesis
 MEMBER_SEP = "|"
 
 
@@ -134,21 +167,58 @@ def runtime() -> str:
     return f"{PREFIX}:runtime"
 
 
+def api_key(key_id: str) -> str:
+    return f"{PREFIX}:apikey:{key_id}"
+
+
+def api_keys() -> str:
+    return f"{PREFIX}:apikeys"
+
+
+def api_key_circuits(key_id: str) -> str:
+    return f"{PREFIX}:apikey:{key_id}:circuits"
+
+
+def api_key_usage(key_id: str, hour: int) -> str:
+    return f"{PREFIX}:apikey:{key_id}:usage:{hour}"
+
+
+def circuit(circuit_id: str) -> str:
+    return f"{PREFIX}:circuit:{circuit_id}"
+
+
+def artifact(sha: str) -> str:
+    return f"{PREFIX}:artifact:{sha}"
+
+
+def dead_letters() -> str:
+    return f"{PREFIX}:dead"
+
+
+def dead_letter_count() -> str:
+    return f"{PREFIX}:dead:count"
+
+
 def member(job_id: str, slot_name: str | int) -> str:
     """The deadlines/routed member naming one slot of one job."""
     return f"{job_id}{MEMBER_SEP}{slot_name}"
 
 
-def synth_member(job_id: str, index: int) -> str:
-    """The deadlines member of partition `index`'s witness synthesis."""
-    return f"{job_id}{MEMBER_SEP}{SYNTH_PREFIX}{index}"
+def synth_slot(index: int) -> str:
+    """The slot that computes partition `index`'s witness ("s3")."""
+    return f"{SYNTH_PREFIX}{index}"
 
 
-def synth_index(slot_name: str) -> int | None:
-    """The partition index of a synthesis member's slot part ("s3" -> 3), None for any other."""
-    if slot_name.startswith(SYNTH_PREFIX) and slot_name[len(SYNTH_PREFIX):].isdigit():
-        return int(slot_name[len(SYNTH_PREFIX):])
-    return None
+def slot_kind(slot_name: str) -> str:
+    """"prove" (a partition), "synth" (a witness to compute) or "finalize"."""
+    if slot_name == FINALIZE_SLOT:
+        return "finalize"
+    return "synth" if slot_name.startswith(SYNTH_PREFIX) else "prove"
+
+
+def partition_of(slot_name: str) -> str:
+    """The partition index a slot serves ("s3" -> "3", "3" -> "3"), or "finalize"."""
+    return slot_name[len(SYNTH_PREFIX):] if slot_kind(slot_name) == "synth" else slot_name
 
 
 def parse_member(value: str) -> tuple[str, str]:
@@ -160,9 +230,3 @@ def parse_member(value: str) -> tuple[str, str]:
 def worker_queue(worker_id: str) -> str:
     """The Celery queue only `worker_id` consumes."""
     return f"zkq.w.{worker_id}"
-
-
-def all_job_keys(job_id: str, n_partitions: int) -> list[str]:
-    """Every key of one job (for expiry once it is over)."""
-    slots = [slot(job_id, i) for i in range(n_partitions)] + [slot(job_id, FINALIZE_SLOT)]
-    return [job(job_id), results(job_id), events(job_id), bad(job_id), *slots]

@@ -9,6 +9,7 @@
     zkqueue_oldest_inflight_partition_age_seconds   now - enqueued_at of the oldest of them
     zkqueue_live_workers                   workers with a live heartbeat
     zkqueue_quarantined_builds{fingerprint,build,host}  1 per quarantined fingerprint
+    zkqueue_dead_letters                   messages taken off the queues because no worker could run them
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import time
 
 import redis
 
-from . import keys
+from . import deadletter, keys
 from .broker import UNACKED_HASH, queue_lists, queue_names
 from .quarantine import quarantined
 from .registry import Registry, redis_time
-from .settings import Settings
+from zkqueue.config import Settings
 
 INFLIGHT_STATES = {b"queued", b"sending", b"running"}
 LIVE_JOB_STATES = {b"queued", b"running"}
@@ -54,7 +55,7 @@ def snapshot(r: redis.Redis, now: float | None = None) -> dict:
                     oldest = max(oldest, now - float(enq))
     return {"queues": queues, "unacked": unacked, "depth": sum(queues.values()) + unacked,
             "inflight": inflight, "oldest_age_s": oldest, "live_workers": len(Registry(r, ttl_s=5).live()),
-            "quarantined": quarantined(r)}
+            "quarantined": quarantined(r), "dead_letters": deadletter.count(r)}
 
 
 class QueueCollector:
@@ -84,6 +85,8 @@ class QueueCollector:
             fp = rec.get("fingerprint") or {}
             qb.add_metric([fp_id, str(fp.get("build")), str(fp.get("host"))], 1)
         yield qb
+        yield GaugeMetricFamily("zkqueue_dead_letters", "Messages taken off the queues because no worker could "
+                                "run them (zkqueue dead-letters list)", value=s["dead_letters"])
 
 
 def serve(settings: Settings, port: int, addr: str = "0.0.0.0") -> None:

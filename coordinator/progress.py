@@ -6,21 +6,18 @@ import sys
 import time
 from typing import TextIO
 
-from .jobs import JobStatus, SlotState
+from .jobs import JobProgress
 
 
-def summary(st: JobStatus) -> str:
+def summary(p: JobProgress) -> str:
     """e.g. "job 3f2a…: running 2/4 proved, 1 running, 1 queued (5 attempts, 1 invalid)"; a job
-    submitted as inputs also says how many are synthesizing ("2 synthesizing, ...")."""
-    done = st.count(SlotState.PROVED) + st.count(SlotState.VERIFIED)
-    running = st.count(SlotState.RUNNING)
-    queued = st.count(SlotState.QUEUED) + st.count(SlotState.SENDING)
-    synth = sum(1 for p in st.partitions if p.state.phase == "synthesizing")
-    attempts = sum(p.attempts for p in st.partitions)
-    extra = f", {len(st.bad_workers)} invalid" if st.bad_workers else ""
-    return (f"job {st.job_id[:12]}: {st.state.value} {done}/{st.n_partitions} proved, "
-            + (f"{synth} synthesizing, " if synth else "")
-            + f"{running} running, {queued} queued ({attempts} attempts{extra})")
+    submitted as inputs also says how many are synthesizing ("2 synthesizing, ..."), and one
+    with failed partitions how many ("1 failed, ...")."""
+    extra = f", {p.invalid} invalid" if p.invalid else ""
+    return (f"job {p.job_id[:12]}: {p.state.value} {p.proved}/{p.n_partitions} proved, "
+            + (f"{p.failed} failed, " if p.failed else "")
+            + (f"{p.synthesizing} synthesizing, " if p.synthesizing else "")
+            + f"{p.running} running, {p.queued} queued ({p.attempts} attempts{extra})")
 
 
 class Progress:
@@ -32,8 +29,8 @@ class Progress:
         self.t0 = time.monotonic()
         self.last = ""
 
-    def __call__(self, st: JobStatus) -> None:
-        line = summary(st)
+    def __call__(self, progress: JobProgress) -> None:
+        line = summary(progress)
         if self.tty:
             self.out.write(f"\r\033[K{line} {time.monotonic() - self.t0:5.1f}s")
             self.out.flush()

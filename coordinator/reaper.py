@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
 import time
 
 import redis
 
-from . import keys, synthesis
+from . import keys
 from .broker import queue_lists, unacked_slots, waiting_slots
-from .keys import FINALIZE_SLOT
 from .registry import redis_time
-from .scheduler import Scheduler
+from .scheduler import Scheduler, what
 
 log = logging.getLogger("zkqueue.reaper")
 
@@ -69,26 +69,24 @@ class Reaper:
             return 0
         acted = 0
         checks = []
-        synth_checks: list[tuple[str, int, int]] = []
         for raw in self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=500):
             job_id, slot = keys.parse_member(raw.decode())
-            index = keys.synth_index(slot)
-            if index is not None:         # a witness being computed (coordinator/synthesis.py)
-                acted += synthesis.reap(self.s, job_id, index, synth_checks)
-                continue
-            out = self.s.barrier.reap(job_id, slot)
+            out = self.s.reap(job_id, slot)
             if out.kind == "resend":
-                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, slot)
+                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
                 self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
                 acted += 1
             elif out.kind == "lost":
                 acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
             elif out.kind == "check":
                 checks.append((job_id, slot, int(out.detail[0])))
+            elif out.kind == "parked":
+                acted += self._unpark(job_id, slot, int(out.detail[0]))
+            elif out.kind == "gave_up":
+                log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
+                acted += 1
         if checks:
             acted += self._resend_missing(checks)
-        if synth_checks:
-            acted += synthesis.check_missing(self.s, synth_checks)
         acted += self._adopt_orphans()
         for raw in self.s.r.zrange(keys.routed(), 0, -1):
             job_id, slot = keys.parse_member(raw.decode())
@@ -97,38 +95,49 @@ class Reaper:
         return acted
 
     def _lost(self, job_id: str, slot: str, token: int, worker: str, overdue: bool) -> int:
-        what = "finalize" if slot == FINALIZE_SLOT else f"partition {slot}"
+        exclude = route = ""
         if overdue:
             # Alive but not progressing (a hung kernel): that worker is restarted by its own
-            # lease thread; the slot goes to another one.
-            reason = f"worker {worker} ran past the deadline of {what} (hung?)"
-            route = self.s.pick_route(self._excluded(job_id, slot) | {worker})
-            out = self.s.requeue(job_id, slot, token=token, states="running", require_expired=True,
-                                 event="overdue", reason=reason, exclude=worker, route_to=route)
+            # lease thread; a partition goes to another one.
+            reason = f"worker {worker} ran past the deadline of {what(slot)} (hung?)"
+            if keys.slot_kind(slot) != "synth":
+                exclude, route = worker, self.s.pick_route(self.s.excluded(job_id, slot) | {worker})
         else:
-            reason = f"worker {worker} stopped renewing its lease on {what} (killed or hung)"
-            out = self.s.requeue(job_id, slot, token=token, states="running", require_expired=True,
-                                 event="lost", reason=reason)
+            reason = f"worker {worker} stopped renewing its lease on {what(slot)} (killed or hung)"
+        out = self.s.requeue(job_id, slot, token, event="overdue" if overdue else "lost", reason=reason,
+                             exclude=exclude, route_to=route, require_expired=True)
         if out.kind in ("send", "failed"):
             log.warning("job %s: %s -> %s", job_id, reason, out.kind)
             return 1
         return 0
 
-    def _excluded(self, job_id: str, slot: str) -> set[str]:
-        return set((self.s.r.hget(keys.slot(job_id, slot), "excluded") or b"").decode().split())
+    def _unpark(self, job_id: str, slot: str, token: int) -> int:
+        """Sends a parked slot to an eligible worker, if one is alive now."""
+        others = self.s.eligible_workers(self.s.excluded(job_id, slot))
+        if not others:
+            return 0
+        out = self.s.reroute(job_id, slot, token, states="parked", event="rerouted",
+                             reason="an eligible worker is alive again", route_to=random.choice(others))
+        return int(out.kind == "send")
 
     def _resend_missing(self, checks: list[tuple[str, str, int]]) -> int:
         """Queued slots due for a check: re-sends those whose message is on no queue and
-        delivered to no consumer (lost from the broker: an append-only-file gap, a deleted queue)."""
+        delivered to no consumer (lost from the broker: an append-only-file gap, a deleted
+        queue). A witness whose message waits while no live worker takes synthesis is the
+        one special case: unserved.lua fails its job after orphan_timeout_s."""
         present = waiting_slots(self.s.r) | {slot for _, slot in unacked_slots(self.s.r)}
+        unserved = None
         acted = 0
         for job_id, slot, token in checks:
             if (job_id, slot, token) in present:
+                if keys.slot_kind(slot) == "synth":
+                    unserved = unserved_reason(self.s.registry.live()) if unserved is None else unserved
+                    if self.s.unserved(job_id, slot, token, reason=unserved) == "failed":
+                        log.error("job %s failed: %s: %s", job_id, what(slot), unserved)
+                        acted += 1
                 continue
-            out = self.s.barrier.resend(job_id, slot, token, states="queued")
-            if out.kind == "resend":
-                log.warning("job %s %s: its message is gone from the broker; sending it again", job_id, slot)
-                self.s.send(job_id, slot, token, route_to=out.detail[0])
+            if self.s.resend(job_id, slot, token):
+                log.warning("job %s %s: its message is gone from the broker; sent it again", job_id, what(slot))
                 acted += 1
         return acted
 
@@ -145,20 +154,12 @@ class Reaper:
             first = seen[tag] = self._unacked_seen.get(tag, now)
             if now - first < self.s.settings.orphan_grace_s:
                 continue
-            index = keys.synth_index(slot)
-            if index is not None:
-                if synthesis.adopt(self.s, job_id, index, token, tag):
-                    seen.pop(tag)
-                    acted += 1
-                continue
             state, current = self.s.r.hmget(keys.slot(job_id, slot), "state", "token")
             if state != b"queued" or current is None or int(current) != token:
                 continue      # claimed (the slot's own deadlines cover it now), or a stale copy
-            out = self.s.barrier.resend(job_id, slot, token, states="queued", orphan_tag=tag)
-            if out.kind == "resend":
+            if self.s.resend(job_id, slot, token, orphan_tag=tag):
                 log.warning("job %s %s: its message was taken by a worker that died before starting it; "
-                            "sending it again", job_id, slot)
-                self.s.send(job_id, slot, token, route_to=out.detail[0])
+                            "sent it again", job_id, what(slot))
                 seen.pop(tag)
                 acted += 1
         self._unacked_seen = seen
@@ -172,11 +173,11 @@ class Reaper:
             return 0
         if self.s.registry.alive(route):
             return 0
-        new_route = self.s.pick_route(set(excluded.split()) | {route})
-        out = self.s.requeue(job_id, slot, token=int(token), states="queued sending", event="rerouted",
-                             reason=f"worker {route} it was routed to is gone", route_to=new_route,
-                             counts_as_attempt=False)
-        return int(out.kind in ("send", "failed"))
+        out = self.s.hand_on(job_id, slot, int(token), leaving=route, states="queued sending", event="rerouted",
+                             reason=f"worker {route} it was routed to is gone",
+                             parked_reason=f"no eligible worker is left to take it (worker {route} it was routed "
+                                           f"to is gone; excluded: {excluded or 'none'})")
+        return int(out.kind in ("send", "failed", "parked"))
 
     def _forget_dead_workers(self) -> None:
         for worker_id in self.s.registry.dead(older_than_s=max(60.0, 10 * self.s.settings.heartbeat_ttl_s)):
@@ -202,3 +203,14 @@ class Reaper:
         t = threading.Thread(target=self.run, args=(stop,), name="zkqueue-reaper", daemon=True)
         t.start()
         return t, stop
+
+
+def unserved_reason(live: list[dict]) -> str:
+    """Why no live worker will take a witness to compute, or "" when one will (or when no
+    worker is alive at all: then the job waits for workers, as any job does)."""
+    if not live or any(w.get("synthesizes") for w in live):
+        return ""
+    names = ", ".join(sorted(w["worker"] for w in live))
+    return (f"no live worker takes witness synthesis (queue {keys.SYNTH_QUEUE}): the workers alive "
+            f"({names}) only prove. Start a CPU worker (`zkqueue worker --cpu 1`), or GPU workers with "
+            "--synthesize, or submit witnesses instead of inputs")

@@ -1,16 +1,23 @@
-"""Barrier transitions followed by the messages they call for, in one place.
+"""The one façade over the job state machine: each transition, then the messages it calls for.
 
-Used by the client (submit), the tasks (retry, finalize) and the reaper. Each method first
-commits the transition (slot -> `sending`, new token), then sends, then marks the slot
-queued; a crash in between leaves a `sending` deadline the reaper acts on.
+The client (submit), the tasks (claim, refresh, record, requeue, ...) and the reaper call
+these methods and nothing below them. Each method first commits its transition (a Lua
+script: coordinator/barrier.py), then sends what it calls for, then marks the slot queued;
+a crash in between leaves a `sending` deadline that the reaper acts on.
+
+Slots are named as in coordinator/keys.py: "3" proves partition 3, "s3" computes its
+witness, "finalize" verifies every proof; every kind goes through the same transitions.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 
 import redis
+
+from zkqueue.config import Settings
 
 from . import keys
 from .barrier import Barrier, Outcome
@@ -18,9 +25,11 @@ from .broker import RETRY_PRIORITY, Sender
 from .jobs import Priority
 from .keys import FINALIZE_SLOT
 from .registry import Registry
-from .settings import Settings
 
 log = logging.getLogger("zkqueue.scheduler")
+
+# The last item of a script's reply when it elected the finalize step (prelude.lua's done()).
+ELECTED = "finalize="
 
 
 def connect(settings: Settings) -> redis.Redis:
@@ -30,8 +39,20 @@ def connect(settings: Settings) -> redis.Redis:
                                 health_check_interval=30)
 
 
+def what(slot) -> str:
+    """A slot in words, for messages: "partition 3", "synthesis 3", "finalize"."""
+    slot = str(slot)
+    kind = keys.slot_kind(slot)
+    return {"prove": f"partition {slot}", "synth": f"synthesis {keys.partition_of(slot)}"}.get(kind, slot)
+
+
 class Scheduler:
-    """The barrier, the sender and the worker registry over one Redis."""
+    """The state machine, the sender and the worker registry over one Redis.
+
+    Every method raises redis.RedisError when Redis cannot be reached; those that send raise
+    kombu.exceptions.OperationalError when the broker cannot take the message (the slot
+    stays `sending` and the reaper sends it later).
+    """
 
     def __init__(self, settings: Settings, client: redis.Redis | None = None):
         self.settings = settings
@@ -51,33 +72,199 @@ class Scheduler:
             self._sender.close()
         self.r.close()
 
+    # -- sending ---------------------------------------------------------------------------
+
     def priority_of(self, job_id: str) -> int:
         raw = self.r.hget(keys.job(job_id), "priority")
         return Priority(raw.decode() if raw else "normal").broker_priority
 
     def send(self, job_id: str, slot, token: int, *, route_to: str = "", priority: int | None = None) -> None:
-        """Sends the message of (slot, token) and marks it queued.
-
-        Raises:
-            kombu.exceptions.OperationalError, redis.RedisError: the broker is unreachable
-                (the slot stays `sending` and the reaper sends it later).
-        """
-        if str(slot) == FINALIZE_SLOT:
+        """Sends the message of (slot, token), whatever its kind, and marks it queued."""
+        slot = str(slot)
+        kind = keys.slot_kind(slot)
+        if kind == "finalize":
             self.sender.send_finalize(job_id, token, route_to=route_to)
         else:
             if priority is None:
                 priority = self.priority_of(job_id)
-            self.sender.send_partition(job_id, int(slot), token, priority=priority, route_to=route_to)
-        self.barrier.mark_sent(job_id, slot, token)
+            if kind == "synth":
+                self.sender.send_synthesis(job_id, int(keys.partition_of(slot)), token, priority=priority)
+            else:
+                self.sender.send_partition(job_id, int(slot), token, priority=priority, route_to=route_to)
+        self.barrier.run("mark_sent", job_id, slot, token=token)
 
-    def requeue(self, job_id: str, slot, **kw) -> Outcome:
-        """barrier.requeue, then the new message when it says "send"."""
-        out = self.barrier.requeue(job_id, slot, **kw)
+    def _send_if(self, out: Outcome, job_id: str, slot, *, route_to: str = "", priority: int | None = None
+                 ) -> Outcome:
         if out.kind == "send":
-            # A retry goes ahead of fresh work: it has waited its turn once already, and its
-            # job's other partitions may all be done.
-            self.send(job_id, slot, int(out.detail[0]), route_to=kw.get("route_to", ""), priority=RETRY_PRIORITY)
+            self.send(job_id, slot, int(out.detail[0]), route_to=route_to, priority=priority)
         return out
+
+    def _run(self, name: str, job_id: str, slot, **args) -> Outcome:
+        """Runs a transition; when it settled the job (every partition ended) and elected the
+        finalize step, sends finalize. Returns the outcome without the election."""
+        out = self.barrier.run(name, job_id, slot, **args)
+        if out.detail and out.detail[-1].startswith(ELECTED):
+            self.send(job_id, FINALIZE_SLOT, int(out.detail[-1][len(ELECTED):]))
+            out = Outcome(out.kind, out.detail[:-1])
+        return out
+
+    # -- a job's life ----------------------------------------------------------------------
+
+    def submit(self, job_id: str, *, request_id: str | None, priority: Priority, zkey_sha: str,
+               witnesses: list[tuple[str, str]] = (), inputs: list[tuple[str, str]] = (), wasm_sha: str = "",
+               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False) -> Outcome:
+        """Creates the job and sends its first messages: one per partition (`witnesses`:
+        (sha256, file name) pairs), or with `inputs` (the same pairs of input JSON) one
+        witness to compute per partition. Returns "created" (job) or "exists" (the earlier
+        job of `request_id`)."""
+        out = self.barrier.run("submit", job_id, FINALIZE_SLOT, request_id=request_id or "",
+                               priority=priority.value, zkey=zkey_sha,
+                               witnesses=[{"sha": sha, "name": name} for sha, name in witnesses],
+                               inputs=[{"sha": sha, "name": name} for sha, name in inputs],
+                               wasm=wasm_sha, wasm_name=wasm_name, r1cs=r1cs_sha, all_or_nothing=all_or_nothing)
+        if out.kind == "created":
+            first = [keys.synth_slot(i) for i in range(len(inputs))] if inputs else range(len(witnesses))
+            for slot in first:
+                self.send(job_id, slot, 1, priority=priority.broker_priority)
+        return out
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancels a job that is not over; False when it already was."""
+        return self.barrier.run("cancel", job_id, FINALIZE_SLOT).kind == "1"
+
+    # -- an attempt ------------------------------------------------------------------------
+
+    def claim(self, job_id: str, slot, token: int, worker: str, pid: int, *, fingerprint_id: str = "",
+              run_s: float | None = None) -> Outcome:
+        """Starts an attempt: "ok" (attempt n, started at), or why not: job_over, stale, done,
+        busy, excluded, quarantined, gave_up (its attempts were spent: it failed). The attempt is overdue after `run_s` (default: the
+        configured partition timeout), whatever its lease refreshes say."""
+        return self._run("claim", job_id, slot, token=token, worker=worker, pid=pid,
+                                fingerprint=fingerprint_id,
+                                run_s=self.settings.partition_timeout_s if run_s is None else run_s)
+
+    def refresh(self, job_id: str, slot, token: int, worker: str) -> str:
+        """Extends the lease: "ok", "overdue" (past its run deadline), "lost" (someone else
+        owns the slot now) or "job_over"."""
+        return self.barrier.run("refresh", job_id, slot, token=token, worker=worker).kind
+
+    def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
+               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0) -> Outcome:
+        """Stores a partition's proof once (sending finalize when every partition has now
+        ended); strikes the fingerprints whose proofs of this partition failed; folds the
+        timings into the runtime averages. Returns "recorded", "duplicate", "stale" or
+        "job_over"."""
+        out = self._run("record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
+                        build=_word(fingerprint.get("build", "")))
+        if out.kind != "recorded":
+            return out
+        if out.detail:
+            self.barrier.run("strike", job_id, index, fingerprints=list(out.detail),
+                             confirmed_by=fingerprint.get("id", ""))
+        if runtime_field:
+            self.barrier.run("measure", job_id, index, field=runtime_field, prove_s=prove_s, key_load_s=key_load_s)
+        return Outcome("recorded")
+
+    def witness_ready(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
+                      synth_s: float) -> Outcome:
+        """Hands a computed witness to its partition and sends the prove message: "send"
+        (partition token), "stale" or "job_over"."""
+        out = self._run("witness_ready", job_id, keys.synth_slot(index), token=token, worker=worker,
+                               witness=witness_sha, synth_s=synth_s)
+        return self._send_if(out, job_id, index)
+
+    def fail_input(self, job_id: str, slot, token: int, worker: str, reason: str) -> bool:
+        """Fails the partition now (bad input: not retried; the job too when it is
+        all-or-nothing). False when the attempt was not current or the job was over."""
+        return self._run("fail_input", job_id, slot, token=token, worker=worker, reason=reason).kind == "failed"
+
+    def suspect(self, job_id: str, index: int, token: int, worker: str, fingerprint: dict,
+                reason: str) -> Outcome:
+        """This attempt's proof failed its own verification: "retry" (the worker is excluded;
+        the caller passes the slot on), "unsatisfied" (with how it was judged: the partition
+        failed), "stale", "job_over"."""
+        return self._run("suspect", job_id, index, token=token, worker=worker,
+                         fingerprint_id=fingerprint.get("id", ""), build=_word(fingerprint.get("build", "")),
+                         fingerprint=json.dumps(fingerprint), reason=reason)
+
+    def requeue(self, job_id: str, slot, token: int, *, event: str, reason: str, exclude: str = "",
+                route_to: str = "", require_expired: bool = False) -> Outcome:
+        """A running attempt ended without a result (an attempt spent): sends the slot again,
+        ahead of fresh work. "send" (new token), "failed" (attempts spent: the partition
+        failed with `reason`, or the job for finalize), "stale", "skip", "job_over"."""
+        out = self._run("requeue", job_id, slot, token=token, event=event, reason=reason, exclude=exclude,
+                               route=route_to, require_expired=require_expired)
+        # A retry goes ahead of fresh work: it has waited its turn once already, and its job's
+        # other partitions may all be done.
+        return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
+
+    def reroute(self, job_id: str, slot, token: int, *, states: str, event: str, reason: str,
+                route_to: str = "") -> Outcome:
+        """Sends the slot to another worker (`route_to`'s own queue, or the shared one when
+        "") without spending an attempt. Returns as requeue()."""
+        out = self._run("reroute", job_id, slot, token=token, states=states, event=event, reason=reason,
+                        route=route_to)
+        return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
+
+    def park(self, job_id: str, slot, token: int, *, states: str, reason: str) -> Outcome:
+        """No eligible worker is alive for the slot: it waits with no message and holding no
+        worker; the reaper sends it on when one appears, or gives it up with `reason` after
+        orphan_timeout_s. Returns "parked", "stale", "skip" or "job_over"."""
+        return self._run("park", job_id, slot, token=token, states=states, reason=reason)
+
+    def hand_on(self, job_id: str, slot, token: int, *, leaving: str, states: str, event: str, reason: str,
+                parked_reason: str) -> Outcome:
+        """Sends the slot to a live, eligible worker other than `leaving` and those excluded
+        from it, or parks it with `parked_reason` when there is none."""
+        others = self.eligible_workers(self.excluded(job_id, slot) | {leaving})
+        if others:
+            return self.reroute(job_id, slot, token, states=states, event=event, reason=reason,
+                                route_to=random.choice(others))
+        return self.park(job_id, slot, token, states=states, reason=parked_reason)
+
+    def resend(self, job_id: str, slot, token: int, *, orphan_tag: str = "") -> bool:
+        """A queued slot's message is missing, or (`orphan_tag`) its unacknowledged copy lost
+        its consumer (dropped here): sends it again with the same token. True when it did."""
+        out = self.barrier.run("resend", job_id, slot, token=token, tag=orphan_tag)
+        if out.kind != "resend":
+            return False
+        self.send(job_id, slot, token, route_to=out.detail[0])
+        return True
+
+    def unserved(self, job_id: str, slot, token: int, *, reason: str) -> str:
+        """A queued witness slot whose message waits while live workers exist; `reason` says
+        why none of them takes synthesis ("" when one does): "waiting", "served", "failed"
+        (the job, after orphan_timeout_s) or "skip"."""
+        return self._run("unserved", job_id, slot, token=token, unserved=bool(reason), reason=reason).kind
+
+    def reap(self, job_id: str, slot) -> Outcome:
+        """The reaper's decision for a slot whose deadline passed: "none", "resend" (token,
+        route), "lost" (token, worker, overdue 1/0), "check" (token, route), "parked"
+        (token) or "gave_up"."""
+        return self._run("reap", job_id, slot)
+
+    # -- finalize --------------------------------------------------------------------------
+
+    def reprove(self, job_id: str, token: int, bad: list[dict]) -> Outcome:
+        """Finalize found invalid proofs: drops them, excludes their workers and sends each
+        partition again (to item["route_to"]); one whose attempts are spent fails. `bad` items:
+        index, worker, fingerprint, reason, route_to. Returns "send", "stale" or "job_over"."""
+        out = self._run("reprove", job_id, FINALIZE_SLOT, token=token, bad=[
+            {"index": b["index"], "worker": b["worker"], "fingerprint_id": (b["fingerprint"] or {}).get("id", ""),
+             "fingerprint": json.dumps(b["fingerprint"] or {}), "reason": b["reason"], "route": b["route_to"]}
+            for b in bad])
+        if out.kind == "send":
+            routes = {str(b["index"]): b["route_to"] for b in bad}
+            for index, tok in zip(out.detail[0::2], out.detail[1::2]):
+                self.send(job_id, index, int(tok), route_to=routes[index])
+        return out
+
+    def finish(self, job_id: str, finalize_token: int, verify_s: float) -> bool:
+        """Marks the job done (finalize verified every proved partition), or done with
+        failures when some partitions failed alone. False if it was not current."""
+        return self.barrier.run("finish", job_id, FINALIZE_SLOT, token=finalize_token, verify_s=verify_s).kind == "1"
+
+    # -- where work may go -----------------------------------------------------------------
 
     def eligible_workers(self, excluded: set[str]) -> list[str]:
         """Live workers outside `excluded` whose fingerprint is not quarantined."""
@@ -92,3 +279,12 @@ class Scheduler:
             return ""
         others = self.eligible_workers(excluded)
         return random.choice(others) if others else ""
+
+    def excluded(self, job_id: str, slot) -> set[str]:
+        """The workers excluded from a slot."""
+        return set((self.r.hget(keys.slot(job_id, slot), "excluded") or b"").decode().split())
+
+
+def _word(build: str) -> str:
+    """A build id as one word (the scripts keep lists of them space-separated)."""
+    return "".join(build.split())

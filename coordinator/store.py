@@ -16,6 +16,8 @@ from pathlib import Path
 
 import fsspec
 
+from zkqueue import config
+
 from .errors import ArtifactCorrupt, ArtifactMissing, BadRequest, StoreError
 
 CHUNK_BYTES = 1 << 20
@@ -34,18 +36,16 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue")) / "artifacts"
-
-
 class ArtifactStore:
     """Puts and gets immutable artifacts by sha256 on any fsspec filesystem."""
 
     def __init__(self, url: str, *, cache_dir: str | Path | None = None):
+        """`cache_dir`: where copies of a remote store's objects are kept (default: the
+        process's cache directory, config.process().cache_dir, /artifacts)."""
         self.url = url
         self.fs, self.root = fsspec.core.url_to_fs(url)
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else config.process().cache_path / "artifacts"
         if self.local:
             os.makedirs(self.root, exist_ok=True)
 
@@ -88,6 +88,25 @@ class ArtifactStore:
         finally:
             os.unlink(f.name)
 
+    def open_upload(self) -> "Upload":
+        """A new object to stream into the store: write() chunks, then commit() or abort().
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        return Upload(self)
+
+    def size(self, sha: str) -> int:
+        """Bytes of artifact `sha`.
+
+        Raises:
+            ArtifactMissing: not in the store.
+        """
+        try:
+            return int(self.fs.size(self._name(sha)))
+        except FileNotFoundError:
+            raise ArtifactMissing(f"artifact {sha} is not in the store {self.url}") from None
+
     def exists(self, sha: str) -> bool:
         return self.fs.exists(self._name(sha))
 
@@ -127,3 +146,75 @@ class ArtifactStore:
                 raise ArtifactCorrupt(f"artifact {path} does not hash to its name (found {found})",
                                       expected=sha, found=found)
         return path
+
+
+class Upload:
+    """One object streamed into the store (an HTTP upload): hashed as it is written under a
+    temporary name, and moved to its sha256 name only by commit(), so a reader never sees a
+    half-written or unchecked object and an aborted upload leaves nothing behind.
+
+    Not thread-safe; the API writes each upload from one thread at a time.
+    """
+
+    def __init__(self, store: ArtifactStore):
+        self.store = store
+        self.tmp = f"{store.root.rstrip('/')}/uploads/{os.getpid()}-{os.urandom(8).hex()}"
+        self._hash = hashlib.sha256()
+        self.size = 0
+        try:
+            store.fs.makedirs(self.tmp.rsplit("/", 1)[0], exist_ok=True)
+            self._file = store.fs.open(self.tmp, "wb")
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.tmp} in the store {store.url}: {exc}") from exc
+
+    def write(self, data: bytes) -> None:
+        """Appends `data`.
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        self._hash.update(data)
+        self.size += len(data)
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            self.abort()
+            raise StoreError(f"cannot write {self.tmp} in the store {self.store.url}: {exc}") from exc
+
+    @property
+    def sha256(self) -> str:
+        """The hex sha256 of what was written so far."""
+        return self._hash.hexdigest()
+
+    def commit(self) -> tuple[str, bool]:
+        """Moves the object to its name; returns (sha256, True when it was already there, in
+        which case this copy is dropped).
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        sha = self.sha256
+        name = self.store._name(sha)
+        fs = self.store.fs
+        try:
+            self._file.close()
+            if fs.exists(name):
+                fs.rm(self.tmp)
+                return sha, True
+            fs.makedirs(name.rsplit("/", 1)[0], exist_ok=True)
+            fs.mv(self.tmp, name)
+        except OSError as exc:
+            self.abort()
+            raise StoreError(f"cannot store {name} in {self.store.url}: {exc}") from exc
+        return sha, False
+
+    def abort(self) -> None:
+        """Drops the temporary object (never raises: it runs on error paths)."""
+        try:
+            self._file.close()
+        except Exception:   # noqa: BLE001 - closing a broken stream must not hide the first error
+            pass
+        try:
+            self.store.fs.rm(self.tmp)
+        except (OSError, FileNotFoundError):
+            pass

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from celery import Celery
 
-from zkqueue.coordinator.settings import Settings
+from zkqueue.config import ProcessSettings, Settings
 
 from .config import worker_config
 
 app = Celery("zkqueue", set_as_current=True)
 
 
-def configure(settings: Settings) -> Celery:
+def configure(settings: Settings, proc: ProcessSettings) -> Celery:
     """Applies the worker configuration (checked) to the app.
 
     Raises:
         ConfigError: the settings fail the start-up checks.
     """
-    app.conf.update(worker_config(settings))
+    app.conf.update(worker_config(settings, task_events=proc.task_events))
     return app

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from zkqueue.coordinator.broker import celery_config
 from zkqueue.coordinator.errors import ConfigError
-from zkqueue.coordinator.settings import Settings
+from zkqueue.config import Settings
 
 
-def worker_config(settings: Settings) -> dict:
+def worker_config(settings: Settings, *, task_events: bool = True) -> dict:
     """Celery settings for a zkqueue worker (one device, one task at a time).
 
     Raises:
@@ -24,7 +24,7 @@ def worker_config(settings: Settings) -> dict:
         worker_concurrency=1,                   # one device, one partition
         worker_pool="prefork",                  # CUDA lives in the child, never in the parent
         task_time_limit=settings.task_time_limit_s,
-        worker_send_task_events=bool(settings.task_events),   # Flower's task list
+        worker_send_task_events=task_events,   # Flower's task list
         task_send_sent_event=False,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_hijack_root_logger=False,

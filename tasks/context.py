@@ -1,7 +1,8 @@
 """Per-process state of a worker: settings, Redis, store, prover, identity.
 
-Built lazily in the process that uses it (the pool child proves; the parent only beats
-and reaps), and rebuilt after a fork, so no Redis socket is ever shared by two processes.
+tasks/main.py calls configure() in the worker's parent process before the pool forks; the
+pool child inherits those values (a fork copies them) and builds its Context from them on
+first use, and again after a fork, so no Redis socket is ever shared by two processes.
 """
 
 from __future__ import annotations
@@ -12,36 +13,33 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
+from zkqueue.config import ProcessSettings, Settings
+from zkqueue.coordinator import keys
 from zkqueue.coordinator.scheduler import Scheduler
-from zkqueue.coordinator.settings import Settings
 from zkqueue.coordinator.store import ArtifactStore
 from zkqueue.workers import faults
-from zkqueue.workers.devices import Device, device_from_spec
+from zkqueue.workers.devices import Device
 from zkqueue.workers.fingerprint import fingerprint
 from zkqueue.workers.proving import PartitionProver
 
 
-@dataclass
+@dataclass(frozen=True)
 class Identity:
-    """Who this worker is; set by tasks/main.py in the environment before the pool forks."""
+    """Who this worker is: decided by tasks/main.py from its flags."""
 
     worker_id: str
     device: Device
     backend: str
     threads: int | None
-
-    @classmethod
-    def from_env(cls) -> "Identity":
-        threads = os.environ.get("ZKQUEUE_THREADS")
-        return cls(worker_id=os.environ["ZKQUEUE_WORKER_ID"],
-                   device=device_from_spec(os.environ.get("ZKQUEUE_DEVICE", "cpu:0")),
-                   backend=os.environ.get("ZKQUEUE_BACKEND", "cpu"),
-                   threads=int(threads) if threads else None)
+    key_cache_bytes: int
 
 
 class Context:
-    def __init__(self, settings: Settings, identity: Identity):
+    """What a task needs in this process, built lazily."""
+
+    def __init__(self, settings: Settings, proc: ProcessSettings, identity: Identity):
         self.settings = settings
+        self.proc = proc
         self.identity = identity
         self.worker_id = identity.worker_id
         self.pid = os.getpid()
@@ -52,7 +50,11 @@ class Context:
 
     @cached_property
     def store(self) -> ArtifactStore:
-        return ArtifactStore(self.settings.store_url)
+        return ArtifactStore(self.settings.store_url, cache_dir=self.proc.cache_path / "artifacts")
+
+    @cached_property
+    def faults(self) -> faults.Faults:
+        return faults.parse(self.proc.fault)
 
     @cached_property
     def fingerprint(self) -> dict:
@@ -60,10 +62,9 @@ class Context:
         are right (backend, kernel build, device, driver, host), shared by every worker
         process on the same device and build, and so what quarantine acts on."""
         fp = fingerprint(self.worker_id, self.identity.device, self.identity.backend)
-        spec = os.environ.get("ZKQUEUE_FAULT", "").strip()
-        if spec:
+        if self.faults.any:
             # A worker with an injected fault plays a different (faulty) build, as the real one is.
-            fp["build"] = f"{fp.get('build')}+fault({spec})"
+            fp["build"] = f"{fp.get('build')}+fault({self.proc.fault.strip()})"
         identity = {k: fp.get(k) for k in ("backend", "build", "kernel_hash", "device_name", "driver", "host")}
         # Each GPU is a device of its own; CPU workers on one host share the same processor.
         identity["device"] = fp.get("device") if self.identity.device.kind == "cuda" else "cpu"
@@ -79,7 +80,6 @@ class Context:
         """How long an attempt on this key may run here before it counts as hung: a multiple
         of the measured proving time (plus loading, when the key is not in this process's
         cache), or the configured cap when nothing was measured yet."""
-        from zkqueue.coordinator import keys
         field = f"{zkey_sha}|{self.device_class}"
         prove_s, load_s = self.scheduler.r.hmget(keys.runtime(), field, f"{field}|load")
         if prove_s is None:
@@ -95,15 +95,28 @@ class Context:
     @cached_property
     def prover(self) -> PartitionProver:
         return PartitionProver(self.identity.backend, threads=self.identity.threads,
-                               cache_bytes=self.settings.key_cache_bytes, faults=faults.from_env())
+                               cache_bytes=self.identity.key_cache_bytes, faults=self.faults)
 
 
+_configured: tuple[Settings, ProcessSettings, Identity] | None = None
 _ctx: Context | None = None
 
 
+def configure(settings: Settings, proc: ProcessSettings, identity: Identity) -> None:
+    """Sets this worker's settings and identity (in the parent, before the pool forks)."""
+    global _configured, _ctx
+    _configured, _ctx = (settings, proc, identity), None
+
+
 def get() -> Context:
-    """This process's context (created on first use, and again after a fork)."""
+    """This process's context (created on first use, and again after a fork).
+
+    Raises:
+        RuntimeError: configure() was never called in this process or its parent.
+    """
     global _ctx
+    if _configured is None:
+        raise RuntimeError("tasks.context.configure() was not called: tasks run only in `zkqueue worker`")
     if _ctx is None or _ctx.pid != os.getpid():
-        _ctx = Context(Settings.from_env(), Identity.from_env())
+        _ctx = Context(*_configured)
     return _ctx

@@ -1,5 +1,6 @@
-"""Handing a slot to another worker: when this one is excluded from it, quarantined, or
-made an invalid proof of it."""
+"""What a task does with a slot it cannot finish itself: hand it to another worker (this one
+is excluded from it, quarantined, or made an invalid proof of it), or retry it after an
+error (tasks/outcomes.py says which kind)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import logging
 import time
 
 from zkqueue.coordinator import keys
+from zkqueue.coordinator.barrier import Outcome
+from zkqueue.coordinator.scheduler import what
+from zkqueue.workers import metrics
 
-from . import context
+from . import context, outcomes
 
 log = logging.getLogger("zkqueue.task")
 
@@ -17,8 +21,9 @@ QUARANTINE_POLL_S = 2.0
 
 
 def no_healthy_worker_reason(ctx: context.Context, job_id: str, slot) -> str:
-    """Why a slot has nowhere to go: the builds whose proofs failed and those quarantined.
-    It never blames the witness: no second build has checked it."""
+    """Why a slot has nowhere to go: the builds whose proofs failed and those quarantined, and
+    how to tell a bad witness from a bad build. It never blames the witness: no second build
+    has checked it."""
     r = ctx.scheduler.r
     builds, excluded = (v.decode() if v else "" for v in r.hmget(keys.slot(job_id, slot), "invalid_builds",
                                                                  "excluded"))
@@ -29,25 +34,59 @@ def no_healthy_worker_reason(ctx: context.Context, job_id: str, slot) -> str:
     parts = ["no healthy worker is left to prove it"]
     if builds:
         parts.append(f"its proofs from build {', '.join(builds.split())} (workers {', '.join(excluded.split())}) "
-                     "failed verification, as a faulty build or device makes them")
+                     "failed verification, and that build has proved no other witness of this key valid")
     if quarantined:
         parts.append(f"quarantined: {'; '.join(quarantined)}")
-    parts.append("the witness is not blamed: no second build has checked it")
+    parts.append("the witness is not blamed: no second build has checked it. Either the witness or the build "
+                 "is at fault: to tell, submit the job again with the circuit's .r1cs (--r1cs), or start a "
+                 "worker of another build")
     return "; ".join(parts)
 
 
 def pass_on(ctx: context.Context, job_id: str, slot, token: int, *, states: str, event: str, why: str) -> str:
-    """Hands the slot to another eligible worker (this one is excluded or quarantined).
-    With none alive, it goes back on the shared queue, and after orphan_timeout_s of that
-    the job fails, naming the builds at fault."""
-    excluded = set((ctx.scheduler.r.hget(keys.slot(job_id, slot), "excluded") or b"").decode().split())
-    route = ctx.scheduler.pick_route(excluded | {ctx.worker_id})   # "": no eligible worker is alive
-    if not route:
-        time.sleep(1.0)   # nobody else to take it yet: do not spin the message through the queue
-    out = ctx.scheduler.requeue(job_id, slot, token=token, states=states, event=event,
-                                reason=why if route else no_healthy_worker_reason(ctx, job_id, slot),
-                                route_to=route, counts_as_attempt=False, orphaned=not route)
+    """Hands the slot to another eligible worker (this one is excluded or quarantined). With
+    none alive, the slot is parked: no message bounces between workers that may not take it,
+    and none holds a worker; after orphan_timeout_s of that it fails, naming the builds."""
+    out = ctx.scheduler.hand_on(job_id, slot, token, leaving=ctx.worker_id, states=states, event=event,
+                                reason=why, parked_reason=no_healthy_worker_reason(ctx, job_id, slot))
     return f"passed on ({out.kind}): {why}"
+
+
+def turn_away(ctx: context.Context, job_id: str, slot, token: int, claim: Outcome) -> str:
+    """A claim refused because this worker is excluded from the slot or quarantined: passes
+    the slot on; a quarantined worker then holds its pool slot until an operator clears it."""
+    if claim.kind == "excluded":
+        return pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
+                       why=f"worker {ctx.worker_id} is excluded from {what(slot)}")
+    out = pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
+                  why=f"worker {ctx.worker_id} is quarantined (fingerprint {claim.detail[0]})")
+    wait_while_quarantined(ctx)
+    return f"QUARANTINED {claim.detail[0]}: {out}"
+
+
+def retry_after(ctx: context.Context, job_id: str, slot, token: int, exc: Exception, *, attempt: int) -> str:
+    """An attempt raised `exc`: fails the job as bad input, or sends the slot again (here or,
+    when this worker cannot run it, elsewhere), as tasks/outcomes.py classifies it."""
+    s, kind = ctx.scheduler, outcomes.classify(exc)
+    if kind == outcomes.INPUT:
+        # The same input fails the same way everywhere: fail the job now, name the partition.
+        log.warning("job %s %s: bad input: %s", job_id, what(slot), exc)
+        metrics.failed("input_error")
+        s.fail_input(job_id, slot, token, ctx.worker_id, f"{_label(slot)}: {exc}")
+        return "input_error"
+    log.exception("job %s %s attempt %d failed", job_id, what(slot), attempt)
+    metrics.failed(type(exc).__name__)
+    exclude = ctx.worker_id if kind == outcomes.ELSEWHERE else ""
+    route = s.pick_route({exclude}) if exclude and keys.slot_kind(str(slot)) != "synth" else ""
+    s.requeue(job_id, slot, token, event="retry", reason=f"{type(exc).__name__}: {exc} (worker {ctx.worker_id})",
+              exclude=exclude, route_to=route)
+    return "retry"
+
+
+def _label(slot) -> str:
+    """"partition 3" for a partition or its witness, "finalize" for finalize."""
+    part = keys.partition_of(str(slot))
+    return part if part == keys.FINALIZE_SLOT else f"partition {part}"
 
 
 def wait_while_quarantined(ctx: context.Context) -> None:
@@ -59,5 +98,3 @@ def wait_while_quarantined(ctx: context.Context) -> None:
               "`zkqueue quarantine clear %s`", ctx.worker_id, ctx.fingerprint.get("build"), fp, fp)
     while time.monotonic() < deadline and ctx.scheduler.r.hexists(keys.quarantine(), fp):
         time.sleep(QUARANTINE_POLL_S)
-
-

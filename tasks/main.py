@@ -28,7 +28,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="proving backend (default: the device's kind)")
     p.add_argument("--worker-id", default=None)
     p.add_argument("--threads", type=int, default=None, help="backend threads (CPU)")
-    p.add_argument("--loglevel", default=os.environ.get("ZKQUEUE_LOGLEVEL", "INFO"))
+    p.add_argument("--loglevel", default=None, help="log level (default $ZKQUEUE_LOGLEVEL, INFO)")
     p.add_argument("--synthesize", action=argparse.BooleanOptionalAction, default=None,
                    help="also take witness synthesis (zkq.synth); default: on for CPU devices, off for GPUs")
     return p.parse_args(argv)
@@ -60,7 +60,7 @@ def _check_backend(kind: str) -> None:
             raise BackendUnavailable(f"backend 'cuda' cannot run: {why}", expected="a usable GPU", found=why)
 
 
-def _touch(path: str | None) -> None:
+def _touch(path: str) -> None:
     """Shows the supervisor this process is alive (independently of Redis being reachable):
     writes the system-wide monotonic clock, which no wall-clock error can move."""
     if path:
@@ -106,50 +106,57 @@ def fit_key_cache(budget_bytes: int, device: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from zkqueue import config
     from zkqueue.coordinator.errors import ConfigError
     from zkqueue.coordinator.keys import SYNTH_QUEUE
-    from zkqueue.coordinator.settings import Settings
     from zkqueue.groth16.errors import Groth16Error
     from zkqueue.workers import faults
     from zkqueue.workers.devices import device_from_spec
 
+    from . import context
+
+    try:
+        proc = config.process()
+        settings = config.fleet()
+    except ConfigError as exc:
+        print(f"zkqueue worker: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    logging.basicConfig(level=(args.loglevel or proc.loglevel).upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kind = args.device.partition(":")[0]
     backend = args.backend or kind
     worker_id = args.worker_id or f"{socket.gethostname()}-{args.device.replace(':', '')}-{os.getpid()}"
-    # The pool child reads its identity from the environment it inherits at fork.
-    os.environ.update(ZKQUEUE_WORKER_ID=worker_id, ZKQUEUE_DEVICE=args.device, ZKQUEUE_BACKEND=backend)
-    if args.threads:
-        os.environ["ZKQUEUE_THREADS"] = str(args.threads)
     try:
-        settings = Settings.from_env()
-        os.environ["ZKQUEUE_KEY_CACHE_BYTES"] = str(fit_key_cache(settings.key_cache_bytes, args.device))
-        settings = Settings.from_env()
+        device = device_from_spec(args.device)
+        identity = context.Identity(worker_id=worker_id, device=device, backend=backend,
+                                    threads=args.threads or proc.threads or None,
+                                    key_cache_bytes=fit_key_cache(proc.key_cache_bytes, args.device))
         from .app import configure
-        app = configure(settings)
-        fault = faults.from_env()
-        device_from_spec(args.device)
+        app = configure(settings, proc)
+        fault = faults.parse(proc.fault)
         _check_backend(backend)
     except (ConfigError, Groth16Error, ValueError) as exc:
         print(f"zkqueue worker: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if fault.any:
         log.warning("TEST FAULT ACTIVE on worker %s: %s", worker_id, fault)
+    # The pool child inherits these at fork: its identity is a value, not the environment.
+    context.configure(settings, proc, identity)
 
     from . import finalize, partition, synthesize  # noqa: F401  (registers the tasks before the pool forks)
     consumed = queues(worker_id, args.device, args.synthesize)
-    _install_signals(app, settings, worker_id, synthesizes=SYNTH_QUEUE in consumed)
+    _install_signals(settings, proc, worker_id, args.device, synthesizes=SYNTH_QUEUE in consumed)
     app.worker_main(argv=[
         "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
-        f"--queues={','.join(consumed)}", f"--loglevel={args.loglevel}",
+        f"--queues={','.join(consumed)}", f"--loglevel={(args.loglevel or proc.loglevel).upper()}",
         "--without-mingle", "--without-gossip", "--prefetch-multiplier=1",
         # Celery's event heartbeat only feeds monitors (Flower); liveness is our own heartbeat.
-        *([] if settings.task_events else ["--without-heartbeat"]),
+        *([] if proc.task_events else ["--without-heartbeat"]),
     ])
     return 0
 
 
-def _install_signals(app, settings, worker_id: str, *, synthesizes: bool) -> None:
+def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes: bool) -> None:
     from celery import signals
 
     from zkqueue.coordinator.keys import worker_queue
@@ -164,9 +171,9 @@ def _install_signals(app, settings, worker_id: str, *, synthesizes: bool) -> Non
     @signals.worker_process_init.connect(weak=False)
     def _child_init(**_):
         # Proving happens in the pool child, so its counters are the ones to serve.
-        if settings.metrics_port:
+        if proc.metrics_port:
             from zkqueue.workers import metrics
-            metrics.start_server(settings.metrics_port)
+            metrics.start_server(proc.metrics_port, device)
 
     def info() -> dict:
         import psutil
@@ -187,7 +194,7 @@ def _install_signals(app, settings, worker_id: str, *, synthesizes: bool) -> Non
         state["heartbeat"] = hb = Heartbeat(lambda i: sched.registry.beat(worker_id, i), info,
                                             settings.heartbeat_interval_s)
         hb.start()
-        state["alive"] = Heartbeat(lambda _: _touch(os.environ.get("ZKQUEUE_ALIVE_FILE")), dict,
+        state["alive"] = Heartbeat(lambda _: _touch(proc.alive_file), dict,
                                    settings.heartbeat_interval_s)
         state["alive"].start()
         state["reaper"] = Reaper(sched, owner=worker_id).start_thread()

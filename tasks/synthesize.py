@@ -8,9 +8,11 @@ What an attempt can end in, and what the queue does:
   * the input does not fit the circuit (InputError: an unknown signal, a wrong count, a
     value outside the field, a failed assert, a corrupt file)
                                      -> the job fails now, naming the input file; no retry
-  * anything else                    -> logged with its traceback; another attempt, up to
-                                        the attempt cap (the reaper does the same for a
-                                        worker that died mid-attempt)
+  * anything else                    -> tasks/outcomes.py: logged with its traceback, another
+                                        attempt up to the attempt cap (the reaper does the
+                                        same for a worker that died mid-attempt)
+The witness is a slot of its own ("s{index}", coordinator/keys.py) with the same
+transitions as a partition; only its hand-off to the partition (witness_ready) is its own.
 """
 
 from __future__ import annotations
@@ -20,15 +22,14 @@ import os
 import threading
 import time
 
-from zkqueue.coordinator import keys, synthesis
+from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import TASK_SYNTH
-from zkqueue.coordinator.errors import ArtifactCorrupt
-from zkqueue.groth16.errors import InputError
 from zkqueue.workers import metrics
 from zkqueue.workers.lease import LeaseKeeper
 
 from . import context
 from .app import app
+from .handoff import retry_after
 
 log = logging.getLogger("zkqueue.task")
 
@@ -64,17 +65,17 @@ def run_synthesis(job_id: str, index: int, token: int) -> str:
     from zkqueue.groth16.witness import parse_inputs
 
     ctx = context.get()
-    s, b = ctx.scheduler, ctx.scheduler.barrier
-    claim = b.synth_claim(job_id, index, token, ctx.worker_id, os.getpid(), run_s=ctx.settings.partition_timeout_s)
+    s, slot = ctx.scheduler, keys.synth_slot(index)
+    claim = s.claim(job_id, slot, token, ctx.worker_id, os.getpid(), run_s=ctx.settings.partition_timeout_s)
     if claim.kind != "ok":
         log.info("job %s synthesis %d token %d: skipped (%s %s)", job_id, index, token, claim.kind,
                  " ".join(claim.detail))
         return claim.kind
     attempt = int(claim.detail[0])
     wasm_sha, wasm_name = (v.decode() for v in s.r.hmget(keys.job(job_id), "wasm", "wasm_name"))
-    input_sha, input_name = (v.decode() for v in s.r.hmget(keys.slot(job_id, index), "input", "input_name"))
+    input_sha, input_name = (v.decode() for v in s.r.hmget(keys.slot(job_id, slot), "input", "input_name"))
     try:
-        with LeaseKeeper(lambda: b.synth_refresh(job_id, index, token, ctx.worker_id), ctx.settings.lease_refresh_s,
+        with LeaseKeeper(lambda: s.refresh(job_id, slot, token, ctx.worker_id), ctx.settings.lease_refresh_s,
                          stop_grace_s=ctx.settings.stop_grace_s) as lease:
             calc = calculator(ctx, wasm_sha, wasm_name)
             inputs = parse_inputs(ctx.store.local_path(input_sha).read_bytes(), source=input_name)
@@ -84,24 +85,11 @@ def run_synthesis(job_id: str, index: int, token: int) -> str:
             witness_sha = ctx.store.put_bytes(wtns)
         if lease.stop.is_set():
             return f"stopped ({lease.reason})"
-    except (InputError, ArtifactCorrupt) as exc:
-        # The same input fails the same way on every worker: fail the job now, naming the input.
-        log.warning("job %s synthesis %d: bad input: %s", job_id, index, exc)
-        metrics.failed("input_error")
-        b.synth_fail_input(job_id, index, token, ctx.worker_id, f"partition {index}: {exc}")
-        return "input_error"
     except Exception as exc:
-        log.exception("job %s synthesis %d attempt %d failed", job_id, index, attempt)
-        metrics.failed(type(exc).__name__)
-        synthesis.requeue(s, job_id, index, token, event="retry",
-                          reason=f"{type(exc).__name__}: {exc} (worker {ctx.worker_id})")
-        return "retry"
+        return retry_after(ctx, job_id, slot, token, exc, attempt=attempt)
     metrics.synthesized(calc.curve.name if calc.curve else "other", calc.n_witness, synth_s)
-    out = b.synth_done(job_id, index, token, ctx.worker_id, witness_sha, synth_s)
-    if out.kind == "send":
-        s.send(job_id, index, int(out.detail[0]))
-        return "synthesized"
-    return out.kind
+    out = s.witness_ready(job_id, index, token, ctx.worker_id, witness_sha, synth_s)
+    return "synthesized" if out.kind == "send" else out.kind
 
 
 @app.task(name=TASK_SYNTH, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -99,3 +99,32 @@ def built_circuits(tmp_path_factory) -> dict[str, Path]:
         snarkjs("wtns", "calculate", "interop_js/interop.wasm", "input.json", "witness.wtns", cwd=d)
         out[curve] = d
     return out
+
+
+# ./run-tests --quick (pytest -m quick): the unit, format, interop and Lua tests and a handful
+# of end-to-end queue tests, for a developer's inner loop (minutes on 2 cores). The full suite
+# (./run-tests, CI) runs everything.
+QUICK_MODULES = {
+    "test_bad_input.py", "test_config.py", "test_csprng.py", "test_formats.py", "test_interop.py",
+    "test_lua_scripts.py", "test_packaging.py", "test_readme.py", "test_compose.py", "test_fingerprint.py",
+    "test_queue_barrier.py",
+}
+QUICK_TESTS = {
+    "test_queue_e2e.py::test_four_partitions_on_two_cpu_workers_snarkjs_accepts_every_proof",
+    "test_queue_blame.py::test_a_bad_witness_on_a_one_build_fleet_fails_alone_and_the_others_are_delivered",
+    "test_queue_kill.py::test_sigkill_of_the_pool_child_mid_partition",
+    "test_queue_synthesis.py::test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exists",
+    "test_queue_poison.py::test_the_reaper_and_the_metrics_read_any_value_on_a_list",
+    "test_queue_wait_cost.py::test_waiting_costs_the_same_per_partition_from_64_to_1024_partitions",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    found = set()
+    for item in items:
+        name = item.nodeid.rsplit("/", 1)[-1].split("[")[0]
+        if item.path.name in QUICK_MODULES or name in QUICK_TESTS:
+            item.add_marker(pytest.mark.quick)
+            found.add(name)
+    if config.getoption("markexpr") == "quick" and not config.args[1:] and QUICK_TESTS - found:
+        raise pytest.UsageError(f"QUICK_TESTS names tests that do not exist: {sorted(QUICK_TESTS - found)}")

@@ -7,6 +7,7 @@ process trees, each in its own session/process group, killed at teardown.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +24,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REDIS_URL = os.environ.get("ZKQUEUE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 CHAIN = FIXTURES / "bn128_chain_10"
 PARTITIONS = [CHAIN / "partitions" / f"witness_{i}.wtns" for i in range(4)]
+
+
+# Deadlines shorter than production's, for every queue test that is not about their values
+# (one that is sets its own): recovery in a test then takes seconds, not tens of seconds.
+TEST_TIMERS = {"ZKQUEUE_LEASE_TTL_S": "3", "ZKQUEUE_QUEUED_CHECK_S": "5", "ZKQUEUE_ORPHAN_TIMEOUT_S": "10",
+               "ZKQUEUE_OVERDUE_MIN_S": "5", "ZKQUEUE_SEND_GRACE_S": "5"}
 
 
 def wait_until(predicate, timeout_s: float, what: str, *, interval_s: float = 0.05):
@@ -89,8 +96,9 @@ class QueueEnv:
         return str(self.tmp / "store")
 
     def settings(self, **kw):
-        from zkqueue.coordinator.settings import Settings
-        return Settings.from_env(redis_url=self.redis_url, store_url=self.store_url, **kw)
+        """The fleet settings of this test's client: TEST_TIMERS, then `kw`."""
+        from zkqueue.config import Settings
+        return Settings.from_env(self.env(), redis_url=self.redis_url, store_url=self.store_url, **kw)
 
     def client(self):
         from zkqueue.coordinator.client import Client
@@ -99,9 +107,11 @@ class QueueEnv:
         return c
 
     def env(self, **extra) -> dict:
+        """The environment of this test's worker and CLI processes: TEST_TIMERS, then `extra`."""
         env = dict(os.environ, ZKQUEUE_REDIS_URL=self.redis_url, ZKQUEUE_STORE_URL=self.store_url,
                    PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("ZKQUEUE_FAULT", None)
+        env.update({k: v for k, v in TEST_TIMERS.items() if k not in os.environ})
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
@@ -171,3 +181,50 @@ def queue(tmp_path):
 
 def slot_events(status, index: int, event: str) -> list[dict]:
     return [e for e in status.partitions[index].events if e["event"] == event]
+
+
+def assert_snarkjs_accepts(partitions, vk: Path, tmp_path: Path) -> None:
+    """`snarkjs groth16 verify` accepts every partition's proof (PartitionResult objects)."""
+    from conftest import snarkjs_verifies
+    for p in partitions:
+        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
+        proof.write_text(json.dumps(p.proof))
+        public.write_text(json.dumps(p.public_signals))
+        assert snarkjs_verifies(vk, public, proof), f"snarkjs rejects partition {p.index}"
+
+
+class PrivateRedis:
+    """A redis-server of one test's own on a free port (to crash, restart or empty it without
+    touching the shared one), stopped by PID when the test ends."""
+
+    def __init__(self, *, data_dir: Path | None = None):
+        from test_metrics import free_ports
+        port = free_ports(1)
+        self.cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
+        self.cmd += (["--dir", str(data_dir), "--appendonly", "yes", "--appendfsync", "everysec"] if data_dir
+                     else ["--appendonly", "no"])
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.r = redis.Redis.from_url(self.url)
+        self.proc = None
+        self.start()
+
+    def start(self) -> None:
+        """Starts the server (again) and waits until it answers."""
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL)
+        wait_until(self.pings, 10, "the private Redis to answer")
+
+    def crash(self) -> None:
+        """SIGKILL: whatever was not written to disk is lost."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def pings(self) -> bool:
+        try:
+            return bool(self.r.ping())
+        except redis.RedisError:
+            return False
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

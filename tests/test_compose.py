@@ -3,10 +3,8 @@ on a zkqueue container is one the code reads, and the services the deployment ne
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -14,15 +12,13 @@ import yaml
 
 from queue_support import queue  # noqa: F401  (fixture)
 
-from zkqueue.coordinator.settings import Settings
+from test_config import variables_named
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES = COMPOSE["services"]
 # Our image's services (the redis service runs the upstream image).
 OURS = {name: s for name, s in SERVICES.items() if "build" in s}
-# os.environ.get("X" / os.environ["X"] (not an assignment) / os.getenv("X")
-READ = re.compile(r"""(?:environ\.get\(|getenv\(|environ\[)\s*["'](ZKQUEUE_[A-Z0-9_]+)["'](?!\]\s*=[^=])""")
 
 
 def parser():
@@ -33,14 +29,6 @@ def parser():
     add_commands(sub)
     add_queue_commands(sub)
     return p
-
-
-def variables_read() -> set[str]:
-    names = {f"ZKQUEUE_{f.name.upper()}" for f in fields(Settings)}
-    for package in ("zkqueue", "coordinator", "tasks", "workers", "groth16"):
-        for py in (ROOT / package).rglob("*.py"):
-            names |= set(READ.findall(py.read_text()))
-    return names
 
 
 def test_our_services_build_from_the_dockerfile():
@@ -63,14 +51,8 @@ def test_every_command_is_a_zkqueue_command_line(name):
 def test_every_variable_set_is_read_by_zkqueue(name):
     env = OURS[name].get("environment") or {}
     assert isinstance(env, dict), f"{name}: write environment as a mapping"
-    unknown = set(env) - variables_read()
+    unknown = set(env) - variables_named()
     assert not unknown, f"{name} sets {sorted(unknown)}, which nothing in zkqueue reads"
-
-
-def test_the_variable_scan_finds_what_the_code_reads():
-    names = variables_read()
-    assert {"ZKQUEUE_REDIS_URL", "ZKQUEUE_METRICS_PORT", "ZKQUEUE_FLOWER_AUTH", "ZKQUEUE_LOGLEVEL"} <= names
-    assert "ZKQUEUE_NOT_A_SETTING" not in names
 
 
 def test_redis_is_persistent_and_password_protected():
@@ -105,6 +87,15 @@ def test_the_demo_services_command_proves_on_running_workers(queue):  # noqa: F8
                           timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "demo: OK" in proc.stdout and proc.stdout.count("verified (worker") == 4, proc.stdout
+
+
+def test_the_api_serves_its_own_port_from_the_settings_and_is_opt_in():
+    api = SERVICES["api"]
+    assert api["command"] == ["serve"] and "api" in api["profiles"]
+    env = api["environment"]
+    assert api["ports"] == [f"127.0.0.1:${{API_HOST_PORT:-8080}}:{env['ZKQUEUE_API_PORT']}"]
+    assert env["ZKQUEUE_API_HOST"] == "0.0.0.0"     # inside its container; published on localhost only
+    assert "/healthz" in " ".join(api["healthcheck"]["test"])
 
 
 def test_published_ports_listen_on_localhost_only():

@@ -1,6 +1,6 @@
 """Packaging: `pip install .` leaves exactly one top-level import package, `zkqueue`.
 
-The source folders (groth16/, coordinator/, tasks/, workers/) keep their place at the top of
+The source folders (groth16/, coordinator/, tasks/, workers/, api/) keep their place at the top of
 the repository and are installed beneath `zkqueue` (pyproject.toml maps them), so nothing
 may import them by their folder names: that would work from a checkout and break installed.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"groth16": "zkqueue.groth16", "coordinator": "zkqueue.coordinator", "tasks": "zkqueue.tasks",
-           "workers": "zkqueue.workers", "zkqueue": "zkqueue"}
+           "workers": "zkqueue.workers", "api": "zkqueue.api", "zkqueue": "zkqueue"}
 
 
 def python_sources() -> list[Path]:

@@ -72,8 +72,7 @@ def test_cancel_and_wait(queue):
     with pytest.raises(JobCancelled):
         job.wait(5)
     # A message of a cancelled job is skipped when a worker claims it.
-    b = client.scheduler.barrier
-    assert b.claim(job.id, 0, 1, "w1", 123).kind == "job_over"
+    assert client.scheduler.claim(job.id, 0, 1, "w1", 123).kind == "job_over"
 
 
 def test_claim_lease_reaper_and_attempt_cap(queue):
@@ -81,7 +80,7 @@ def test_claim_lease_reaper_and_attempt_cap(queue):
     settings = queue.settings(lease_ttl_s=0.3, max_attempts=2)
     from zkqueue.coordinator.scheduler import Scheduler
     sched = Scheduler(settings)
-    b = sched.barrier
+    b = sched
     job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS[:1])
 
     assert b.claim(job.id, 0, 2, "w1", 1).kind == "stale"        # not the current token
@@ -104,25 +103,28 @@ def test_claim_lease_reaper_and_attempt_cap(queue):
         job.wait(5)
     assert info.value.slot == "0"
     # An ended job's keys expire (set by the script that ended it), each of them.
-    existing = [k for k in keys.all_job_keys(job.id, 1) if queue.r.exists(k)]
+    existing = list(queue.r.scan_iter(match=keys.job(job.id) + "*"))
     assert existing and all(0 < queue.r.ttl(k) <= settings.result_ttl_s for k in existing)
     sched.close()
 
 
 def test_barrier_records_once_and_elects_finalize_once(queue):
     client = queue.client()
-    b = client.scheduler.barrier
+    b = client.scheduler
     job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS[:2])
-    payload = {"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1}
+    payload = json.dumps({"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1})
+
+    def record(index, token, worker):    # the transition alone (the façade would also send finalize)
+        return b.barrier.run("record", job.id, index, token=token, worker=worker, payload=payload, build="b1")
     for i in range(2):
         assert b.claim(job.id, i, 1, "w", 1).kind == "ok"
-    assert b.record(job.id, 0, 2, "w", payload).kind == "stale"     # fenced: not the current token
-    assert b.record(job.id, 0, 1, "other", payload).kind == "stale"  # nor the lease holder
-    assert b.record(job.id, 0, 1, "w", payload).kind == "recorded"
-    assert b.record(job.id, 0, 1, "w", payload).kind == "stale"     # a duplicate run changes nothing
-    out = b.record(job.id, 1, 1, "w", payload)
-    assert out == type(out)("finalize", ("1",))
-    assert b.record(job.id, 1, 1, "w", payload).kind == "stale"
+    assert record(0, 2, "w").kind == "stale"     # fenced: not the current token
+    assert record(0, 1, "other").kind == "stale"  # nor the lease holder
+    assert record(0, 1, "w").kind == "recorded"
+    assert record(0, 1, "w").kind == "stale"     # a duplicate run changes nothing
+    out = record(1, 1, "w")
+    assert out == type(out)("recorded", ("finalize=1",))     # this record completed the set: elected
+    assert record(1, 1, "w").kind == "stale"
     assert queue.r.hlen(keys.results(job.id)) == 2
     fin = [m for m in _queued_messages(queue.r) if m["headers"]["task"] == "zkqueue.finalize"]
     assert fin == []          # the election only hands out the token; the winner sends it
@@ -134,7 +136,7 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     assert queue.r.hlen(keys.results(job.id)) == 1
     assert b.claim(job.id, 1, 2, "w", 1).kind == "excluded"          # never the bad worker again
     assert b.claim(job.id, 1, 2, "other", 2).kind == "ok"
-    assert b.record(job.id, 1, 2, "other", payload).kind == "finalize"
+    assert record(1, 2, "other").detail == ("finalize=2",)
     st = job.status()
     assert st.bad_workers[0]["worker"] == "w" and st.bad_workers[0]["fingerprint"] == {"host": "h"}
 
@@ -145,8 +147,9 @@ def test_reaper_resends_a_message_lost_between_commit_and_send(queue):
     job_id = "f" * 32
     # A submitter that died right after committing: slots in `sending`, no message.
     sched.barrier.settings = queue.settings(send_grace_s=0.001)
-    sched.barrier.submit(job_id, request_id=None, priority="normal", zkey_sha="0" * 64,
-                         witness_shas=["1" * 64])
+    sched.barrier.run("submit", job_id, keys.FINALIZE_SLOT, request_id="", priority="normal", zkey="0" * 64,
+                      witnesses=[{"sha": "1" * 64, "name": "w.wtns"}], inputs=[], wasm="", wasm_name="", r1cs="",
+                      all_or_nothing=False)
     assert _queued_messages(queue.r) == []
     reaper = Reaper(sched)
     wait_until(lambda: reaper.tick() == 1, 5, "the reaper to send the message")
@@ -175,7 +178,7 @@ def test_settings_refuse_time_limit_over_visibility_timeout(queue):
 
 def test_worker_config_never_accepts_pickle():
     from zkqueue.tasks.config import check, worker_config
-    from zkqueue.coordinator.settings import Settings
+    from zkqueue.config import Settings
     conf = worker_config(Settings())
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
     assert conf["worker_prefetch_multiplier"] == 1 and conf["worker_concurrency"] == 1

@@ -5,7 +5,6 @@ hangs while the process lives on, a clock that runs ahead, and Redis going away.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,11 +12,9 @@ import sys
 import time
 
 import pytest
-import redis
 
-from conftest import snarkjs_verifies
-from test_metrics import free_ports
-from queue_support import CHAIN, PARTITIONS, ROOT, queue, slot_events, wait_until  # noqa: F401  (fixtures)
+from queue_support import (CHAIN, PARTITIONS, ROOT, PrivateRedis, assert_snarkjs_accepts, queue,  # noqa: F401
+                           slot_events, wait_until)
 
 from zkqueue.coordinator import keys, quarantine
 from zkqueue.coordinator.broker import queue_lists
@@ -26,14 +23,6 @@ from zkqueue.coordinator.jobs import JobState
 
 ZKEY = CHAIN / "circuit_final.zkey"
 VK = CHAIN / "verification_key.json"
-
-
-def _assert_snarkjs_accepts(result, tmp_path) -> None:
-    for p in result.partitions:
-        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
-        proof.write_text(json.dumps(p.proof))
-        public.write_text(json.dumps(p.public_signals))
-        assert snarkjs_verifies(VK, public, proof), f"snarkjs rejects partition {p.index}"
 
 
 def _events(st, name: str) -> list[dict]:
@@ -55,7 +44,7 @@ def test_a_sabotaged_worker_is_outvoted_and_its_build_quarantined(queue, tmp_pat
     job = client.submit(ZKEY, PARTITIONS)
     result = job.wait(120)
 
-    _assert_snarkjs_accepts(result, tmp_path)
+    assert_snarkjs_accepts(result.partitions, VK, tmp_path)
     assert {p.worker for p in result.partitions} == {good_id}
     st = job.status()
     invalid = _events(st, "invalid")
@@ -93,7 +82,7 @@ def test_only_sabotaged_workers_fail_the_job_in_bounded_time_naming_the_build(qu
     assert job.status().state == JobState.FAILED
 
 
-def test_an_unsatisfied_witness_is_blamed_only_when_two_builds_agree(queue, tmp_path):
+def test_an_unsatisfied_witness_is_blamed_when_two_builds_agree(queue, tmp_path):
     a = queue.start_workers(1)
     # A fault flag changes a worker's build id, as a real different build has: here it only
     # adds a 10 ms pause, so this worker is a second, healthy build.
@@ -104,7 +93,7 @@ def test_an_unsatisfied_witness_is_blamed_only_when_two_builds_agree(queue, tmp_
     data[-40] ^= 0x5A           # a witness value changed: it no longer satisfies the circuit
     corrupt.write_bytes(bytes(data))
     client = queue.client()
-    job = client.submit(ZKEY, [PARTITIONS[0], PARTITIONS[1], corrupt, PARTITIONS[3]])
+    job = client.submit(ZKEY, [PARTITIONS[0], PARTITIONS[1], corrupt, PARTITIONS[3]], all_or_nothing=True)
     with pytest.raises(JobFailed, match="partition 2: the witness does not satisfy") as info:
         job.wait(90)
     assert info.value.slot == "2" and all(build in info.value.reason for build in builds)
@@ -133,7 +122,7 @@ _TAKE_ONE = """
 import sys
 from kombu import Connection, Queue
 from zkqueue.coordinator.broker import celery_config
-from zkqueue.coordinator.settings import Settings
+from zkqueue.config import Settings
 options = celery_config(Settings.from_env())["broker_transport_options"]
 with Connection(sys.argv[1], transport_options=options) as conn:
     def taken(body, message):
@@ -205,12 +194,12 @@ def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue
     probe = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], env=dict(os.environ, **skew),
                            capture_output=True, text=True, check=True)
     assert 29 < float(probe.stdout) - time.time() < 31, "the clock skew library did not take"
-    # Partitions outlast the lease TTL (6 s), so every lease lives on refreshes alone.
-    skewed = queue.start_workers(1, fault="slow:8", env=skew)
+    # Partitions outlast the lease TTL (TEST_TIMERS: 3 s), so every lease lives on refreshes alone.
+    skewed = queue.start_workers(1, fault="slow:5", env=skew)
     skewed_id = queue.ready(skewed)[0]["worker"]
     # The skewed worker runs the reaper: it is the one that could steal live leases.
     wait_until(lambda: queue.r.get(keys.reaper_lock()) == skewed_id.encode(), 10, "the skewed worker to reap")
-    normal = queue.start_workers(1, fault="slow:8")
+    normal = queue.start_workers(1, fault="slow:5")
     normal_id = queue.ready(normal)[0]["worker"]
     job = queue.client().submit(ZKEY, PARTITIONS)
     job.wait(120)
@@ -222,28 +211,21 @@ def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue
 
 
 def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queue, tmp_path):
-    port = free_ports(1)
     data = tmp_path / "redis"
     data.mkdir()
-    cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data), "--appendonly", "yes",
-           "--appendfsync", "everysec", "--save", ""]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    r = redis.Redis.from_url(url)
+    server = PrivateRedis(data_dir=data)
     try:
-        wait_until(lambda: _pings(r), 10, "the private Redis to start")
-        queue.redis_url, queue.r = url, r      # workers, client and helpers on the private Redis
+        queue.redis_url, queue.r = server.url, server.r    # workers, client and helpers on the private Redis
         group = queue.start_workers(2, fault="slow-first:3")
         queue.ready(group)
         job = queue.client().submit(ZKEY, PARTITIONS)
         wait_until(lambda: _events(job.status(), "started"), 30, "a partition to start")
-        server.send_signal(signal.SIGKILL)          # a crash: whatever was not fsynced is lost
-        server.wait()
+        server.crash()                              # whatever was not fsynced is lost
         crashed = time.monotonic()
         # Unreachable for 30 s (the point of the test) while the workers and the client retry.
-        wait_until(lambda: not _pings(r) and time.monotonic() - crashed >= 30, 40, "30 s of Redis being down",
-                   interval_s=1.0)
-        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        wait_until(lambda: not server.pings() and time.monotonic() - crashed >= 30, 40,
+                   "30 s of Redis being down", interval_s=1.0)
+        server.start()
         result = job.wait(180)                       # the client reconnects too
         assert [p.index for p in result.partitions] == [0, 1, 2, 3]
         from zkqueue.groth16 import verifier
@@ -256,15 +238,7 @@ def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queu
     finally:
         for g in queue.groups:
             g.kill()
-        server.kill()
-        server.wait()
-
-
-def _pings(r) -> bool:
-    try:
-        return r.ping()
-    except redis.RedisError:
-        return False
+        server.close()
 
 
 def _worker_pids(group) -> list[int]:

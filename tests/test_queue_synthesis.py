@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import snarkjs_verifies
-from queue_support import (CHAIN, PARTITIONS, ROOT, WorkerGroup, queue, slot_events,  # noqa: F401  (fixtures)
-                           wait_until)
+from queue_support import (CHAIN, PARTITIONS, ROOT, WorkerGroup, assert_snarkjs_accepts, queue,  # noqa: F401
+                           slot_events, wait_until)
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import queue_lists
@@ -41,14 +41,6 @@ def _inputs(tmp_path, n: int) -> list:
 
 def _events(st, name: str) -> list[dict]:
     return sorted((e for p in st.partitions for e in p.events if e["event"] == name), key=lambda e: e["at"])
-
-
-def _verify_all(partitions, tmp_path) -> None:
-    for p in partitions:
-        proof, public = tmp_path / f"proof_{p.index}.json", tmp_path / f"public_{p.index}.json"
-        proof.write_text(json.dumps(p.proof))
-        public.write_text(json.dumps(p.public_signals))
-        assert snarkjs_verifies(VK, public, proof), f"snarkjs rejects partition {p.index}"
 
 
 def test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exists(queue, tmp_path):
@@ -78,7 +70,7 @@ def test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exist
         sha = queue.r.hget(keys.slot(job.id, i), "witness").decode()
         expected = (CHAIN / "partitions" / f"witness_{i}.wtns").read_bytes()
         assert sha == hashlib.sha256(expected).hexdigest(), f"witness {i} differs from snarkjs's"
-    _verify_all(result.partitions, tmp_path)
+    assert_snarkjs_accepts(result.partitions, VK, tmp_path)
 
     t0 = st.created_at
     timeline = [(round(e["at"] - t0, 3), e["event"], int(e["slot"])) for e in
@@ -86,13 +78,13 @@ def test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exist
     print("timeline (s after submit, event, partition):", *timeline, sep="\n  ")
 
 
-def test_a_bad_input_fails_the_job_at_once_naming_the_file_without_retries(queue, tmp_path):
+def test_a_bad_input_fails_an_all_or_nothing_job_at_once_naming_the_file_without_retries(queue, tmp_path):
     group = queue.start_workers(1)
     queue.ready(group)
     bad = tmp_path / "bad_input.json"
     bad.write_text(json.dumps({"pub": ["1", "2", "3", "4"], "x": "5", "y": "6"}))
     inputs = [FIXTURE_INPUTS[0], bad, *FIXTURE_INPUTS[1:]]
-    job = queue.client().submit(ZKEY, inputs=inputs, wasm=WASM)
+    job = queue.client().submit(ZKEY, inputs=inputs, wasm=WASM, all_or_nothing=True)
     with pytest.raises(JobFailed) as info:
         job.wait(60)
     message = str(info.value)
@@ -156,35 +148,35 @@ def test_a_vanished_synthesis_worker_is_replaced_by_the_reaper(queue, tmp_path):
     client = queue.client()
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:2], wasm=WASM)
     # A worker that claims synthesis 0 and dies at once (it never refreshes its lease).
-    assert client.scheduler.barrier.synth_claim(job.id, 0, 1, "ghost", 999999, run_s=600).kind == "ok"
+    assert client.scheduler.claim(job.id, keys.synth_slot(0), 1, "ghost", 999999, run_s=600).kind == "ok"
     group = queue.start_workers(1, env={"ZKQUEUE_LEASE_TTL_S": 2})
     queue.ready(group)
     result = job.wait(60)
-    _verify_all(result.partitions[:1], tmp_path)
+    assert_snarkjs_accepts(result.partitions[:1], VK, tmp_path)
     st = job.status()
     assert st.partitions[0].synth_attempts == 2 and st.partitions[1].synth_attempts == 1
     [lost] = slot_events(st, 0, "lost")
     assert lost["worker"] == "ghost" and "stopped renewing its lease on synthesis 0" in lost["reason"]
     # The dead attempt's late result changes nothing.
-    assert client.scheduler.barrier.synth_done(job.id, 0, 1, "ghost", "0" * 64, 0.1).kind == "job_over"
+    assert client.scheduler.witness_ready(job.id, 0, 1, "ghost", "0" * 64, 0.1).kind == "job_over"
 
 
 def test_synthesis_attempts_are_capped_and_stale_attempts_fenced(queue):
     from zkqueue.coordinator.reaper import Reaper
     client = Client(settings=queue.settings(max_attempts=2, lease_ttl_s=1.0))
     queue.clients.append(client)
-    b, reaper = client.scheduler.barrier, Reaper(client.scheduler)
+    b, reaper, synth0 = client.scheduler, Reaper(client.scheduler), keys.synth_slot(0)
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:1], wasm=WASM)      # no worker: only the "ghosts" claim
 
-    assert b.synth_claim(job.id, 0, 1, "ghost1", 1, run_s=600).kind == "ok"
+    assert b.claim(job.id, synth0, 1, "ghost1", 1, run_s=600).kind == "ok"
     wait_until(lambda: reaper.tick() > 0, 10, "the reaper to take the expired synthesis lease")
-    assert queue.r.hget(keys.slot(job.id, 0), "synth_token") == b"2"
-    assert b.synth_claim(job.id, 0, 1, "ghost1", 1, run_s=600).kind == "stale"
-    assert b.synth_done(job.id, 0, 1, "ghost1", "0" * 64, 0.1).kind == "stale"
-    assert b.synth_fail_input(job.id, 0, 1, "ghost1", "late") is False
+    assert queue.r.hget(keys.slot(job.id, synth0), "token") == b"2"
+    assert b.claim(job.id, synth0, 1, "ghost1", 1, run_s=600).kind == "stale"
+    assert b.witness_ready(job.id, 0, 1, "ghost1", "0" * 64, 0.1).kind == "stale"
+    assert b.fail_input(job.id, synth0, 1, "ghost1", "late") is False
     assert job.status().state == JobState.RUNNING
 
-    assert b.synth_claim(job.id, 0, 2, "ghost2", 2, run_s=600).kind == "ok"
+    assert b.claim(job.id, synth0, 2, "ghost2", 2, run_s=600).kind == "ok"
     wait_until(lambda: reaper.tick() > 0, 10, "the reaper to take the second expired lease")
     st = job.status()
     assert st.state == JobState.FAILED and st.error_slot == "0"
@@ -269,7 +261,7 @@ def test_an_inputs_job_on_a_fleet_that_never_synthesizes_fails_saying_why(queue)
 
 
 def test_only_a_fleet_alive_without_any_synthesizer_is_unserved():
-    from zkqueue.coordinator.synthesis import unserved_reason
+    from zkqueue.coordinator.reaper import unserved_reason
     assert unserved_reason([]) == ""       # no worker at all: the job waits for workers
     assert unserved_reason([{"worker": "g", "synthesizes": False}, {"worker": "c", "synthesizes": True}]) == ""
     assert "g0, g1" in unserved_reason([{"worker": "g1", "synthesizes": False}, {"worker": "g0"}])
@@ -290,7 +282,7 @@ def test_a_synthesis_failing_for_another_reason_is_retried_up_to_the_cap(queue):
     job = client.submit(ZKEY, inputs=FIXTURE_INPUTS[:1], wasm=WASM)
     # The input vanishes from the store (as a lagging shared store shows it): not the input's
     # fault, so it is retried, and the job fails when the attempts are spent.
-    sha = queue.r.hget(keys.slot(job.id, 0), "input").decode()
+    sha = queue.r.hget(keys.slot(job.id, keys.synth_slot(0)), "input").decode()
     client.store.local_path(sha).unlink()
     group = queue.start_workers(1)
     queue.ready(group)

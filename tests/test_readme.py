@@ -1,18 +1,10 @@
-"""The README's configuration table names every ZKQUEUE_* variable zkqueue reads."""
+"""The README leads with the two commands: the demo and the tests."""
 
 from __future__ import annotations
 
-from test_compose import ROOT, variables_read
+from pathlib import Path
 
-INTERNAL = {"ZKQUEUE_WORKER_ID", "ZKQUEUE_DEVICE", "ZKQUEUE_ALIVE_FILE"}   # set by `zkqueue worker` for its children
-
-
-def test_every_variable_is_in_the_configuration_table():
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    rows = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `ZKQUEUE_")}
-    missing = variables_read() - INTERNAL - rows
-    assert not missing, f"README's configuration table lacks {sorted(missing)}"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_two_commands_come_first():

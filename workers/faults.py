@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import os
 import threading
 from dataclasses import dataclass
 
@@ -117,6 +116,3 @@ def parse(spec: str | None) -> Faults:
                              f"(slow:S, slow-first:S, {', '.join(flags)})")
     return Faults(**kw)
 
-
-def from_env() -> Faults:
-    return parse(os.environ.get("ZKQUEUE_FAULT"))

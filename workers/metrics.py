@@ -15,7 +15,6 @@ on $ZKQUEUE_METRICS_PORT (workers/spawn.py gives worker i the base port + i):
 from __future__ import annotations
 
 import logging
-import os
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -57,7 +56,7 @@ def key_cache(hit: bool, used_bytes: int) -> None:
 
 
 class NvmlCollector:
-    """Memory and utilization of this worker's GPU (ZKQUEUE_DEVICE=cuda:N, NVML index)."""
+    """Memory and utilization of this worker's GPU (its device "cuda:N": N is the NVML index)."""
 
     def __init__(self, index: int):
         import pynvml
@@ -77,13 +76,13 @@ class NvmlCollector:
             yield g
 
 
-def start_server(port: int) -> bool:
-    """Serves /metrics on `port` (once per process); False when it could not (logged)."""
+def start_server(port: int, device: str = "") -> bool:
+    """Serves /metrics on `port` (once per process), with NVML's figures of `device` when it
+    is a GPU ("cuda:N"); False when it could not (logged)."""
     global _started_port
     if _started_port is not None or port <= 0:
         return _started_port is not None
     from prometheus_client import REGISTRY, start_http_server
-    device = os.environ.get("ZKQUEUE_DEVICE", "")
     if device.startswith("cuda:"):
         try:
             REGISTRY.register(NvmlCollector(int(device.partition(":")[2])))

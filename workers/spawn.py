@@ -21,6 +21,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from zkqueue import config
+
 from .devices import Device, plan
 
 log = logging.getLogger("zkqueue.spawn")
@@ -70,8 +72,13 @@ class Supervisor:
     """
 
     def __init__(self, devices: list[Device], *, threads: int | None, backend: str | None,
-                 extra_args: list[str] | None = None, restart: bool = True):
+                 extra_args: list[str] | None = None, restart: bool = True, env: dict | None = None,
+                 metrics_port: int = 0):
+        """`env`: the workers' environment (default: this process's, with its settings);
+        `metrics_port`: worker i serves /metrics on metrics_port + i (0: none)."""
         self.children = [Child(d) for d in devices]
+        self.env = env if env is not None else config.child_environ()
+        self.metrics_port = metrics_port
         self.threads = threads
         self.backend = backend
         self.extra_args = extra_args or []
@@ -83,13 +90,12 @@ class Supervisor:
         d = child.device
         child.worker_id = new_worker_id(d)
         child.alive_file = os.path.join(self.run_dir, f"{child.worker_id}.alive")
-        env = dict(os.environ)
+        env = dict(self.env)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"       # CUDA's numbering = NVML's
         env["CUDA_VISIBLE_DEVICES"] = (d.uuid or str(d.index)) if d.kind == "cuda" else ""
         env["ZKQUEUE_ALIVE_FILE"] = child.alive_file
-        base_port = int(os.environ.get("ZKQUEUE_METRICS_PORT") or 0)
-        if base_port:   # one /metrics port per worker process: base, base + 1, ...
-            env["ZKQUEUE_METRICS_PORT"] = str(base_port + self.children.index(child))
+        # One /metrics port per worker process: base, base + 1, ...
+        env["ZKQUEUE_METRICS_PORT"] = str(self.metrics_port + self.children.index(child) if self.metrics_port else 0)
         cmd = [sys.executable, "-m", "zkqueue.tasks.main", "--device", d.spec, "--worker-id", child.worker_id,
                "--backend", self.backend or d.kind, *self.extra_args]
         if self.threads:
@@ -196,8 +202,9 @@ class Supervisor:
 
 
 def run(cpu_workers: int | None, *, threads: int | None = None, backend: str | None = None,
-        extra_args: list[str] | None = None) -> int:
-    """Starts `cpu_workers` CPU workers, or one worker per GPU, and supervises them.
+        extra_args: list[str] | None = None, env: dict | None = None, metrics_port: int = 0) -> int:
+    """Starts `cpu_workers` CPU workers, or one worker per GPU, and supervises them; `env`
+    and `metrics_port` as for Supervisor.
 
     Raises:
         LookupError: no GPU found and no CPU workers asked for.
@@ -207,4 +214,5 @@ def run(cpu_workers: int | None, *, threads: int | None = None, backend: str | N
         raise LookupError(f"no GPU found ({why}); start CPU workers with --cpu N")
     if threads is None and cpu_workers:
         threads = max(1, (os.cpu_count() or 1) // cpu_workers)
-    return Supervisor(devices, threads=threads, backend=backend, extra_args=extra_args).run()
+    return Supervisor(devices, threads=threads, backend=backend, extra_args=extra_args, env=env,
+                      metrics_port=metrics_port).run()

@@ -8,6 +8,7 @@ repository, as the design lays them out, and are installed beneath this package
     zkqueue.coordinator  coordinator/   Client, CLI, barrier, reaper: what client code imports
     zkqueue.tasks        tasks/         the Celery app and its tasks
     zkqueue.workers      workers/       worker runtime: devices, key cache, leases
+    zkqueue.api          api/           `zkqueue serve`, the HTTP API
     zkqueue.demo         zkqueue/       `zkqueue demo` and the bundled circuit it proves
 """
 

@@ -20,7 +20,8 @@ from urllib.parse import urlparse
 
 import redis
 
-from zkqueue.coordinator.settings import Settings
+from zkqueue import config
+from zkqueue.config import Settings
 
 DATA = Path(__file__).parent / "demo_data"
 N_WORKERS = 2
@@ -78,9 +79,10 @@ def _raise(msg: str):
 def start_workers(settings: Settings, log_path: Path) -> subprocess.Popen:
     """`zkqueue worker --cpu 2` in its own process group (so stopping it stops the tree),
     logging to `log_path`."""
-    env = dict(os.environ, ZKQUEUE_REDIS_URL=settings.redis_url, ZKQUEUE_STORE_URL=settings.store_url,
-               ZKQUEUE_LOGLEVEL=os.environ.get("ZKQUEUE_LOGLEVEL", "WARNING"))
-    env.pop("ZKQUEUE_FAULT", None)
+    # The demo prints its own progress; its workers log warnings only unless a level was set.
+    proc = config.process()
+    proc = proc.replace(fault="", loglevel="WARNING" if proc.loglevel == "INFO" else proc.loglevel)
+    env = config.child_environ(settings, proc)
     cmd = [sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", str(N_WORKERS), "--threads", "1"]
     with open(log_path, "wb") as log:
         return subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)

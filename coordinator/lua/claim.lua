@@ -1,38 +1,46 @@
--- claim.lua: a worker starts an attempt on a slot.
--- KEYS[6] zkq:quarantine
--- ARGV[8] token   ARGV[9] worker   ARGV[10] pid   ARGV[11] lease_ttl_s   ARGV[12] max_attempts
--- ARGV[13] the worker's fingerprint id   ARGV[14] run_s: how long this attempt may run
---   before it is overdue (its lease is never extended past started + run_s)
--- Returns {'ok', attempt, started_at} or why not: job_over, stale, done, busy, excluded, quarantined.
-local token, worker, pid, lease_ttl_s, max_attempts, fp, run_s =
-  ARGV[8], ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13], tonumber(ARGV[14])
-local js = redis.call('HGET', KEYS[1], 'state')
+-- claim.lua: a worker starts an attempt on a slot (any kind).
+-- args: token worker pid fingerprint run_s
+-- settings: lease_ttl_s max_attempts
+-- keys: quarantine
+-- The attempt is overdue at now + run_s: its lease is never extended past that, whatever
+-- its refreshes say. fingerprint '' skips the quarantine check (computing a witness runs no
+-- kernel of any build).
+-- Returns {'ok', attempt, started_at} or why not: job_over, stale, done, busy, excluded,
+-- quarantined, gave_up (attempts spent: the partition failed, or the job for finalize).
+local js = hget(K.job, 'state')
 if not live(js) then return {'job_over', tostring(js)} end
-local tok = redis.call('HGET', KEYS[2], 'token')
-if tok ~= token then return {'stale', tostring(tok)} end
-local st = redis.call('HGET', KEYS[2], 'state')
-if st == 'proved' or st == 'verified' or st == 'failed' then return {'done', st} end
+local tok = hget(K.slot, 'token')
+if tostring(tok) ~= tostring(A.token) then return {'stale', tostring(tok)} end
+local st = tostring(hget(K.slot, 'state'))
 if st == 'running' then
-  local dl = tonumber(redis.call('ZSCORE', KEYS[3], member) or '0')
-  if dl > now then return {'busy', tostring(redis.call('HGET', KEYS[2], 'worker'))} end
+  if tonumber(redis.call('ZSCORE', K.deadlines, member) or '0') > now then
+    return {'busy', tostring(hget(K.slot, 'worker'))}
+  end
+elseif st ~= 'sending' and st ~= 'queued' then
+  return {'done', st}
 end
-if fp ~= '' and redis.call('HEXISTS', KEYS[6], fp) == 1 then return {'quarantined', fp} end
-local excluded = redis.call('HGET', KEYS[2], 'excluded')
-if contains(excluded, worker) then return {'excluded', excluded} end
-local attempts = tonumber(redis.call('HGET', KEYS[2], 'attempts') or '0')
-if attempts >= max_attempts then
+if A.fingerprint ~= '' and redis.call('HEXISTS', K.quarantine, A.fingerprint) == 1 then
+  return {'quarantined', A.fingerprint}
+end
+local excluded = hget(K.slot, 'excluded')
+if contains(excluded, A.worker) then return {'excluded', excluded} end
+local attempts = tonumber(hget(K.slot, 'attempts') or '0')
+if attempts >= S.max_attempts then
   event({event = 'gave_up', attempt = attempts})
-  fail_job(label(slot) .. ': gave up after ' .. attempts .. ' attempts (last on worker ' ..
-           tostring(redis.call('HGET', KEYS[2], 'worker')) .. ')', slot)
-  return {'job_over', 'failed'}
+  give_up(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' ..
+          tostring(hget(K.slot, 'worker')) .. ')')
+  return done({'gave_up'})
 end
 attempts = attempts + 1
-local run_deadline = now + run_s
-redis.call('HSET', KEYS[2], 'state', 'running', 'attempts', attempts, 'worker', worker, 'pid', pid,
-           'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', fp)
-redis.call('ZADD', KEYS[3], math.min(now + lease_ttl_s, run_deadline), member)
-redis.call('ZREM', KEYS[5], member)
-if js == 'queued' then redis.call('HSET', KEYS[1], 'state', 'running', 'started_at', now_s) end
-event({event = 'started', attempt = attempts, worker = worker, pid = tonumber(pid), token = tonumber(token)})
-redis.call('PUBLISH', channel, 'started')
+local run_deadline = now + A.run_s
+move(slot, 'running')
+redis.call('HINCRBY', K.job, 'attempts', 1)
+redis.call('HSET', K.slot, 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
+           'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
+redis.call('ZADD', K.deadlines, math.min(now + S.lease_ttl_s, run_deadline), member)
+redis.call('ZREM', K.routed, member)
+if js == 'queued' then redis.call('HSET', K.job, 'state', 'running', 'started_at', now_s) end
+local started = kind == 'synth' and 'synth_started' or 'started'
+event({event = started, attempt = attempts, worker = A.worker, pid = A.pid, token = A.token})
+redis.call('PUBLISH', channel, started)
 return {'ok', tostring(attempts), now_s}

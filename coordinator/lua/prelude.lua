@@ -1,32 +1,96 @@
--- prelude.lua: put in front of every script by barrier.py (so line numbers in errors are
--- offset by this file's length).
+-- prelude.lua: put in front of every script by barrier.py (so line numbers in Redis's error
+-- messages are offset by this file's length).
 --
--- KEYS[1] zkq:job:{job}            the job hash
--- KEYS[2] zkq:job:{job}:slot:{s}   the slot hash the script acts on
--- KEYS[3] zkq:deadlines            zset "{job}|{slot}" -> when the reaper acts
--- KEYS[4] zkq:job:{job}:events     list of JSON events
--- KEYS[5] zkq:routed               zset of slots routed to one worker's own queue
--- ARGV[1] job id   ARGV[2] slot ("0".."n-1" or "finalize")   ARGV[3] result_ttl_s
--- ARGV[4] the job's notify channel   ARGV[5] member separator ("|")
--- ARGV[6] job key prefix (zkq:job:{job})   ARGV[7] request key prefix (zkq:request:)
--- Each script's own arguments start at ARGV[8] and its own keys at KEYS[6].
+-- Every script is called the same way:
+--   KEYS[1] zkq:job:{job}   KEYS[2] zkq:job:{job}:slot:{slot}   KEYS[3] zkq:deadlines
+--   KEYS[4] zkq:job:{job}:events   KEYS[5] zkq:routed
+--   KEYS[6..] the shared keys its header names on its "keys:" line, in that order: K.<name>
+--   ARGV[1] JSON context: job, slot, prefix, sep, keys (those names) and settings: the fleet
+--           settings its "settings:" line names, and result_ttl_s (S.<name>)
+--   ARGV[2] JSON object of its own arguments: exactly the names on its "args:" line (A.<name>)
+-- tests/test_lua_scripts.py checks each header against its script's body and its callers.
+--
+-- A job's slots, all with the same fields and the same states:
+--   "0".."n-1"      prove partition i
+--   "s0".."s{n-1}"  compute partition i's witness (jobs submitted as circuit inputs)
+--   "finalize"      verify every proof, then release the result
+--   idle -> sending -> queued -> running -> proved (a partition) | done (a witness) |
+--   verified (finalize, and every proved partition of a done job) | failed
+--   parked: no eligible worker is alive for it; no message anywhere (reroute.lua, park.lua)
+-- A partition of an inputs job is idle until its witness exists (witness_ready.lua).
+-- N witnesses are N independent proofs: a partition that fails ends alone (fail_partition),
+-- and the job finalizes the others, unless it was submitted all-or-nothing.
 --
 -- Time is Redis's (TIME), never a caller's: workers' clocks may disagree.
-local job_id, slot, result_ttl, channel, sep, job_prefix, request_prefix =
-  ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local C = cjson.decode(ARGV[1])
+local A = cjson.decode(ARGV[2])
+local S = C.settings
+local K = {job = KEYS[1], slot = KEYS[2], deadlines = KEYS[3], events = KEYS[4], routed = KEYS[5]}
+for i, name in ipairs(C.keys) do K[name] = KEYS[5 + i] end
+local job_id, slot, sep = C.job, C.slot, C.sep
+local job_prefix = C.prefix .. ':job:' .. job_id
+local channel = job_prefix .. ':notify'
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local now_s = string.format('%.6f', now)
-local member = job_id .. sep .. slot
 
-local function label(s) if s == 'finalize' then return 'finalize' end return 'partition ' .. s end
+local function hget(key, field) return redis.call('HGET', key, field) end
+local function slot_key(s) return job_prefix .. ':slot:' .. s end
+local function member_of(s) return job_id .. sep .. s end
+local member = member_of(slot)
+
+-- 'prove' ("3"), 'synth' ("s3": partition 3's witness) or 'finalize'.
+local function kind_of(s)
+  if s == 'finalize' then return 'finalize' end
+  if string.sub(s, 1, 1) == 's' then return 'synth' end
+  return 'prove'
+end
+local kind = kind_of(slot)
+-- The partition a slot serves ("s3" -> "3"), or 'finalize'.
+local function index_of(s)
+  if kind_of(s) == 'synth' then return string.sub(s, 2) end
+  return s
+end
+local function label(s)
+  s = s or slot
+  if s == 'finalize' then return 'finalize' end
+  return 'partition ' .. index_of(s)
+end
+-- How a message about a slot begins: "partition 3:", "partition 3: synthesis of in3.json", "finalize:".
+local function subject(s)
+  s = s or slot
+  if kind_of(s) == 'synth' then
+    return label(s) .. ': synthesis of ' .. tostring(hget(slot_key(s), 'input_name'))
+  end
+  return label(s) .. ':'
+end
+
 local function live(js) return js == 'queued' or js == 'running' end
 local function contains(list, item)
   return string.find(' ' .. (list or '') .. ' ', ' ' .. item .. ' ', 1, true) ~= nil
 end
+-- Fencing: true when the slot is under `token`, in one of `states` (space separated) and, when
+-- `worker` is given, held by it. Every transition of an attempt checks this first.
+local function current(token, states, worker)
+  if tostring(hget(K.slot, 'token')) ~= tostring(token) then return false end
+  if not contains(states, tostring(hget(K.slot, 'state'))) then return false end
+  return worker == nil or hget(K.slot, 'worker') == worker
+end
+-- Moves slot `s` to `state`, keeping the job's count of its slots per kind and state
+-- ("c:prove:running" ...), so that watching a job costs one read whatever its size.
+-- Every change of a slot's state goes through here.
+local function move(s, state)
+  local key = slot_key(s)
+  local old = hget(key, 'state')
+  if old == state then return end
+  local prefix = 'c:' .. kind_of(s) .. ':'
+  if old then redis.call('HINCRBY', K.job, prefix .. old, -1) end
+  redis.call('HINCRBY', K.job, prefix .. state, 1)
+  redis.call('HSET', key, 'state', state)
+end
 -- Adds `item` to the space-separated list in hash field `field` of `key` (once).
 local function add_word(key, field, item)
-  local list = redis.call('HGET', key, field)
+  local list = hget(key, field)
   if not contains(list, item) then
     redis.call('HSET', key, field, (((list or '') .. ' ' .. item):gsub('^ ', '')))
   end
@@ -37,45 +101,118 @@ local function words(list)
   return out
 end
 local function event(fields)
-  if fields.slot == nil then fields.slot = slot end
+  if fields.slot == nil then fields.slot = index_of(slot) end
   fields.at = now
-  redis.call('RPUSH', KEYS[4], cjson.encode(fields))
+  redis.call('RPUSH', K.events, cjson.encode(fields))
+end
+-- Calls fn(slot) for every slot of the job: each partition, each witness, finalize.
+local function each_slot(fn)
+  for i = 0, tonumber(hget(K.job, 'n') or '0') - 1 do
+    fn(tostring(i))
+    fn('s' .. i)
+  end
+  fn('finalize')
 end
 local function drop_members()
-  local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
-  for i = 0, n - 1 do
-    redis.call('ZREM', KEYS[3], job_id .. sep .. i)
-    redis.call('ZREM', KEYS[5], job_id .. sep .. i)
-  end
-  redis.call('ZREM', KEYS[3], job_id .. sep .. 'finalize')
-  redis.call('ZREM', KEYS[5], job_id .. sep .. 'finalize')
+  each_slot(function(s)
+    redis.call('ZREM', K.deadlines, member_of(s))
+    redis.call('ZREM', K.routed, member_of(s))
+  end)
 end
--- An ended job's keys live on for result_ttl_s (the same names keys.all_job_keys builds).
+-- An ended job's keys live on for result_ttl_s.
 local function expire_job()
-  local ttl = math.max(1, math.floor(result_ttl))
-  local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
-  for _, suffix in ipairs({'', ':results', ':events', ':bad', ':slot:finalize'}) do
+  local ttl = math.max(1, math.floor(S.result_ttl_s))
+  for _, suffix in ipairs({'', ':results', ':events', ':bad'}) do
     redis.call('EXPIRE', job_prefix .. suffix, ttl)
   end
-  for i = 0, n - 1 do redis.call('EXPIRE', job_prefix .. ':slot:' .. i, ttl) end
-  local req = redis.call('HGET', KEYS[1], 'request_id')
-  if req and req ~= '' then redis.call('EXPIRE', request_prefix .. req, ttl) end
+  each_slot(function(s) redis.call('EXPIRE', slot_key(s), ttl) end)
+  local req = hget(K.job, 'request_id')
+  if req and req ~= '' then redis.call('EXPIRE', C.prefix .. ':request:' .. req, ttl) end
 end
 local function end_job(state)
-  redis.call('HSET', KEYS[1], 'state', state, 'finished_at', now_s)
+  redis.call('HSET', K.job, 'state', state, 'finished_at', now_s)
   drop_members()
   expire_job()
   redis.call('PUBLISH', channel, state)
 end
-local function fail_job(reason, where)
-  redis.call('HSET', KEYS[1], 'error', reason, 'error_slot', where)
+-- Fails the job with `reason`, blaming the partition slot `s` serves (default: this one).
+local function fail_job(reason, s)
+  redis.call('HSET', K.job, 'error', reason, 'error_slot', index_of(s or slot))
   end_job('failed')
 end
--- Puts a slot back in `sending` with a new token (the caller sends the message).
-local function resend_slot(key, m, route, send_grace_s)
+-- Puts slot `s` back in `sending` with a new token; the caller sends the message (to the
+-- worker `route`'s own queue, or the shared queue when '').
+local function resend_slot(s, route)
+  local key, m = slot_key(s), member_of(s)
   local newtok = redis.call('HINCRBY', key, 'token', 1)
-  redis.call('HSET', key, 'state', 'sending', 'routed_to', route, 'enqueued_at', now_s)
-  redis.call('ZADD', KEYS[3], now + send_grace_s, m)
-  if route ~= '' then redis.call('ZADD', KEYS[5], now, m) else redis.call('ZREM', KEYS[5], m) end
+  move(s, 'sending')
+  redis.call('HSET', key, 'routed_to', route, 'enqueued_at', now_s)
+  redis.call('ZADD', K.deadlines, now + S.send_grace_s, m)
+  if route ~= '' then redis.call('ZADD', K.routed, now, m) else redis.call('ZREM', K.routed, m) end
   return newtok
+end
+
+-- The partition (or witness) slot `s` cannot be proved: it fails alone with `reason`, unless
+-- the job is all-or-nothing (then the job fails). Either way the job may now be settled.
+local elected = nil
+local function settle() end   -- defined below; fail_partition calls it
+local function fail_partition(reason, s)
+  s = s or slot
+  local p = index_of(s)
+  for _, each in ipairs({p, 's' .. p}) do
+    redis.call('ZREM', K.deadlines, member_of(each))
+    redis.call('ZREM', K.routed, member_of(each))
+  end
+  if redis.call('HGET', slot_key(p), 'state') ~= 'failed' then redis.call('HINCRBY', K.job, 'failed', 1) end
+  move(p, 'failed')
+  redis.call('HSET', slot_key(p), 'finished_at', now_s, 'error', reason)
+  if s ~= p then
+    move(s, 'failed')
+    redis.call('HSET', slot_key(s), 'finished_at', now_s)
+  end
+  if hget(K.job, 'all_or_nothing') == '1' then
+    fail_job(reason, s)
+    return
+  end
+  redis.call('PUBLISH', channel, 'partition_failed')
+  settle()
+end
+-- Every partition has ended (proved or failed): elect the finalize step (HSETNX
+-- finalize_sent) when some were proved, or fail the job when none was. The elected token is
+-- handed back through done().
+settle = function()
+  local n = tonumber(hget(K.job, 'n'))
+  local proved = redis.call('HLEN', job_prefix .. ':results')
+  local failed = tonumber(hget(K.job, 'failed') or '0')
+  if proved + failed < n then return end
+  if proved == 0 then
+    local reasons = {}
+    for i = 0, math.min(n, 5) - 1 do table.insert(reasons, tostring(hget(slot_key(i), 'error'))) end
+    local more = n > 5 and ('; and ' .. (n - 5) .. ' more') or ''
+    fail_job(n == 1 and reasons[1] or ('every partition failed: ' .. table.concat(reasons, '; ') .. more),
+             n == 1 and '0' or '')
+    return
+  end
+  if redis.call('HSETNX', K.job, 'finalize_sent', '1') == 1 then
+    -- A fresh election: the finalize step starts over with its own attempt count.
+    redis.call('HSET', slot_key('finalize'), 'attempts', 0, 'excluded', '', 'bounces', 0)
+    elected = tostring(resend_slot('finalize', ''))
+  end
+end
+-- A script's reply, with the finalize token it elected (if any) last, as "finalize=<token>":
+-- the caller (coordinator/scheduler.py) sends that message.
+local function done(reply)
+  if elected then table.insert(reply, 'finalize=' .. elected) end
+  return reply
+end
+-- Ends this slot's attempts for good: the job fails for the finalize step, the partition
+-- alone for a partition or its witness.
+local function give_up(reason)
+  if kind == 'finalize' then fail_job(reason) else fail_partition(reason) end
+end
+-- The file a partition's witness came from, for messages: "witness_2.wtns" or "input 2.json".
+local function source_of(p)
+  local name = hget(slot_key(p), 'witness_name')
+  if name and name ~= '' then return name end
+  return tostring(hget(slot_key('s' .. p), 'input_name'))
 end

@@ -1,31 +1,42 @@
 -- reap.lua: the reaper found this slot's deadline passed; decide what it calls for, in one
 -- step (reading the slot and acting on it outside a script could act on a slot that moved on).
--- ARGV[8] send_grace_s   ARGV[9] queued_check_s
+-- args:
+-- settings: queued_check_s reaper_interval_s orphan_timeout_s
 -- Returns:
---   {'none'}                    deadline not due, or a stale deadline (removed)
---   {'resend', token, route}    `sending` too long: send the message again (same token)
+--   {'none'}                          deadline not due, or a stale deadline (removed)
+--   {'resend', token, route}          `sending` too long: send the message again (same token)
 --   {'lost', token, worker, overdue}  `running` past its lease or run deadline: requeue it
---   {'check', token, route}     `queued` for queued_check_s: check its message still exists
-local send_grace_s, queued_check_s = tonumber(ARGV[8]), tonumber(ARGV[9])
-local due = tonumber(redis.call('ZSCORE', KEYS[3], member) or '')
+--   {'check', token, route}           `queued` for queued_check_s: check its message still exists
+--   {'parked', token}                 `parked`: look for an eligible worker (reroute.lua)
+--   {'gave_up'}                       parked for orphan_timeout_s: given up with its reason
+local due = tonumber(redis.call('ZSCORE', K.deadlines, member) or '')
 if not due or due > now then return {'none'} end
-if not live(redis.call('HGET', KEYS[1], 'state')) then
-  redis.call('ZREM', KEYS[3], member)
+if not live(hget(K.job, 'state')) then
+  redis.call('ZREM', K.deadlines, member)
   return {'none'}
 end
-local st, tok = redis.call('HGET', KEYS[2], 'state'), tostring(redis.call('HGET', KEYS[2], 'token'))
-local route = tostring(redis.call('HGET', KEYS[2], 'routed_to') or '')
+local st, tok = hget(K.slot, 'state'), tostring(hget(K.slot, 'token'))
+local route = tostring(hget(K.slot, 'routed_to') or '')
 if st == 'sending' then
-  redis.call('ZADD', KEYS[3], now + send_grace_s, member)
+  redis.call('ZADD', K.deadlines, now + S.send_grace_s, member)
   return {'resend', tok, route}
 end
 if st == 'queued' then
-  redis.call('ZADD', KEYS[3], now + queued_check_s, member)
+  redis.call('ZADD', K.deadlines, now + S.queued_check_s, member)
   return {'check', tok, route}
 end
 if st == 'running' then
-  local overdue = now >= tonumber(redis.call('HGET', KEYS[2], 'run_deadline') or '0')
-  return {'lost', tok, tostring(redis.call('HGET', KEYS[2], 'worker')), overdue and '1' or '0'}
+  local overdue = now >= tonumber(hget(K.slot, 'run_deadline') or '0')
+  return {'lost', tok, tostring(hget(K.slot, 'worker')), overdue and '1' or '0'}
 end
-redis.call('ZREM', KEYS[3], member)
+if st == 'parked' then
+  if now - tonumber(hget(K.slot, 'parked_since') or now) >= S.orphan_timeout_s then
+    event({event = 'gave_up', reason = hget(K.slot, 'parked_reason')})
+    give_up(subject() .. ' ' .. tostring(hget(K.slot, 'parked_reason')))
+    return done({'gave_up'})
+  end
+  redis.call('ZADD', K.deadlines, now + S.reaper_interval_s, member)
+  return {'parked', tok}
+end
+redis.call('ZREM', K.deadlines, member)
 return {'none'}

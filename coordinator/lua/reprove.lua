@@ -1,41 +1,46 @@
 -- reprove.lua: finalize found invalid or malformed partition results: drop them, exclude and
--- record the workers that produced them, and put those partitions back to `sending`.
--- KEYS[6] results hash   KEYS[7] finalize slot (= KEYS[2])   KEYS[8] zkq:job:{job}:bad
--- KEYS[9] zkq:fingerprints   KEYS[10..] the slot of each bad partition, in ARGV order
--- ARGV[8] finalize token   ARGV[9] max_attempts   ARGV[10] send_grace_s
--- then per bad partition 6 values: index, worker, fingerprint id, fingerprint (JSON), reason, route
--- Returns {'send', index, token, index, token, ...}, {'failed'}, {'stale'} or {'job_over'}.
-local token, max_attempts, send_grace_s = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
-if not live(redis.call('HGET', KEYS[1], 'state')) then return {'job_over'} end
-if redis.call('HGET', KEYS[7], 'token') ~= token or redis.call('HGET', KEYS[7], 'state') ~= 'running' then
-  return {'stale'}
-end
+-- record the workers that produced them, and put those partitions back to `sending`; one
+-- whose attempts are spent fails alone. When none is left to re-prove, the job settles at
+-- once (a new finalize of the rest, or the job fails when nothing is proved).
+-- args: token bad
+-- settings: max_attempts
+-- keys: fingerprints
+-- bad: one object per partition: index, worker, fingerprint_id, fingerprint (JSON text),
+-- reason, route (a worker's own queue to re-prove it on; '' = the shared queue).
+-- Returns {'send', index, token, index, token, ...} (with "finalize=<token>" last when it
+-- settled), {'stale'} or {'job_over'}.
+if not live(hget(K.job, 'state')) then return {'job_over'} end
+if not current(A.token, 'running') then return {'stale'} end
 local out = {'send'}
-local k = 0
-for a = 11, #ARGV, 6 do
-  k = k + 1
-  local key, idx, worker, fp, fingerprint, reason, route =
-    KEYS[9 + k], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-  redis.call('RPUSH', KEYS[8], cjson.encode({index = tonumber(idx), worker = worker,
-      fingerprint = cjson.decode(fingerprint), reason = reason, at = now}))
-  if fp ~= '' then
-    redis.call('HSET', KEYS[9], fp, fingerprint)
-    add_word(key, 'invalid_fps', fp)
+local spent = {}     -- {index, reason} of partitions whose attempts are spent
+for _, b in ipairs(A.bad) do
+  local idx = tostring(b.index)
+  local key = slot_key(idx)
+  redis.call('RPUSH', job_prefix .. ':bad', cjson.encode({index = b.index, worker = b.worker,
+      fingerprint = cjson.decode(b.fingerprint), reason = b.reason, at = now}))
+  if b.fingerprint_id ~= '' then
+    redis.call('HSET', K.fingerprints, b.fingerprint_id, b.fingerprint)
+    add_word(key, 'invalid_fps', b.fingerprint_id)
   end
-  local attempts = tonumber(redis.call('HGET', key, 'attempts') or '0')
-  event({slot = idx, event = 'invalid', attempt = attempts, worker = worker, fingerprint = fp, reason = reason})
-  if attempts >= max_attempts then
-    fail_job(label(idx) .. ': proof still invalid after ' .. attempts .. ' attempts (last by worker ' ..
-             worker .. ')', idx)
-    return {'failed'}
+  local attempts = tonumber(hget(key, 'attempts') or '0')
+  event({slot = idx, event = 'invalid', attempt = attempts, worker = b.worker, fingerprint = b.fingerprint_id,
+         reason = b.reason})
+  redis.call('HDEL', job_prefix .. ':results', idx)
+  add_word(key, 'excluded', b.worker)
+  if attempts >= S.max_attempts then
+    table.insert(spent, {idx, label(idx) .. ': proof still invalid after ' .. attempts ..
+                              ' attempts (last by worker ' .. b.worker .. ')'})
+  else
+    table.insert(out, idx)
+    table.insert(out, tostring(resend_slot(idx, b.route)))
   end
-  redis.call('HDEL', KEYS[6], idx)
-  add_word(key, 'excluded', worker)
-  table.insert(out, idx)
-  table.insert(out, tostring(resend_slot(key, job_id .. sep .. idx, route, send_grace_s)))
 end
-redis.call('HDEL', KEYS[1], 'finalize_sent')
-redis.call('HSET', KEYS[7], 'state', 'idle', 'finished_at', now_s)
-redis.call('ZREM', KEYS[3], member)
+redis.call('HDEL', K.job, 'finalize_sent')
+move(slot, 'idle')
+redis.call('HSET', K.slot, 'finished_at', now_s)
+redis.call('ZREM', K.deadlines, member)
 redis.call('PUBLISH', channel, 'requeued')
-return out
+for _, item in ipairs(spent) do
+  if live(hget(K.job, 'state')) then fail_partition(item[2], item[1]) end
+end
+return done(out)

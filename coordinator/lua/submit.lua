@@ -1,24 +1,37 @@
--- submit.lua: creates a job with every partition in `sending` (token 1), or finds the
--- job of a request id seen before.
--- KEYS[6] zkq:request:{request_id} (or a dummy)   KEYS[7] zkq:jobs
--- KEYS[8..] the partition slots, in index order
--- ARGV[8] request_id ('' = none)   ARGV[9] priority   ARGV[10] zkey sha256   ARGV[11] n
--- ARGV[12] send_grace_s   ARGV[13..] witness sha256s
+-- submit.lua: creates a job, or finds the job of a request id seen before. With witnesses,
+-- every partition starts in `sending` (token 1). With circuit inputs, every witness slot
+-- "s{i}" starts in `sending` and partition i stays idle until its witness exists.
+-- args: request_id priority zkey witnesses inputs wasm wasm_name r1cs all_or_nothing
+-- keys: jobs
+-- witnesses: {sha, name} per partition ([] for an inputs job); inputs: {sha, name} per
+-- partition ([] for a witness job); r1cs: the circuit's .r1cs (sha256, '' = none), checked
+-- against a witness whose proof fails; all_or_nothing: any failed partition fails the job.
+-- The caller sends the message of every slot it created.
 -- Returns {'created', job} or {'exists', the earlier job}.
-local request_id, priority, zkey, n, send_grace_s =
-  ARGV[8], ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-if request_id ~= '' then
-  local existing = redis.call('GET', KEYS[6])
+if A.request_id ~= '' then
+  local request_key = C.prefix .. ':request:' .. A.request_id
+  local existing = redis.call('GET', request_key)
   if existing then return {'exists', existing} end
-  redis.call('SET', KEYS[6], job_id)
+  redis.call('SET', request_key, job_id)
 end
-redis.call('HSET', KEYS[1], 'state', 'queued', 'priority', priority, 'zkey', zkey, 'n', n,
-           'created_at', now_s, 'request_id', request_id)
-redis.call('HSET', KEYS[2], 'state', 'idle', 'token', 0, 'attempts', 0)
+local n = math.max(#A.witnesses, #A.inputs)
+redis.call('HSET', K.job, 'state', 'queued', 'priority', A.priority, 'zkey', A.zkey, 'n', n,
+           'created_at', now_s, 'request_id', A.request_id, 'wasm', A.wasm, 'wasm_name', A.wasm_name,
+           'r1cs', A.r1cs, 'all_or_nothing', A.all_or_nothing and '1' or '0', 'failed', 0)
+redis.call('HSET', K.slot, 'token', 0, 'attempts', 0)
+move(slot, 'idle')
+local function new_slot(s, state, token, ...)
+  move(s, state)
+  redis.call('HSET', slot_key(s), 'token', token, 'attempts', 0, 'enqueued_at', now_s, 'routed_to', '', ...)
+  if state == 'sending' then redis.call('ZADD', K.deadlines, now + S.send_grace_s, member_of(s)) end
+end
 for i = 0, n - 1 do
-  redis.call('HSET', KEYS[8 + i], 'state', 'sending', 'token', 1, 'attempts', 0, 'witness', ARGV[13 + i],
-             'enqueued_at', now_s, 'routed_to', '')
-  redis.call('ZADD', KEYS[3], now + send_grace_s, job_id .. sep .. i)
+  if #A.inputs > 0 then
+    new_slot('s' .. i, 'sending', 1, 'input', A.inputs[i + 1].sha, 'input_name', A.inputs[i + 1].name)
+    new_slot(tostring(i), 'idle', 0)
+  else
+    new_slot(tostring(i), 'sending', 1, 'witness', A.witnesses[i + 1].sha, 'witness_name', A.witnesses[i + 1].name)
+  end
 end
-redis.call('ZADD', KEYS[7], now, job_id)
+redis.call('ZADD', K.jobs, now, job_id)
 return {'created', job_id}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import curves
 from ..curves import Curve
-from ..errors import FormatError
+from ..errors import FormatError, MismatchError, UnsatisfiedError
 from .binfile import BinFile, read_prime
 
 LinearCombination = list[tuple[int, int]]          # (wire, coefficient), standard form
@@ -33,6 +33,10 @@ class R1cs:
     @property
     def n_public(self) -> int:
         return self.n_outputs + self.n_pub_inputs
+
+    @property
+    def n_constraints(self) -> int:
+        return len(self.constraints)
 
     def first_unsatisfied(self, witness: list[int]) -> int | None:
         """Index of the first constraint the witness breaks, or None if all hold."""
@@ -87,3 +91,30 @@ def read_r1cs(path: str | Path) -> R1cs:
                           path=path) from None
     return R1cs(path=path, curve=curve, n_wires=n_wires, n_outputs=n_out, n_pub_inputs=n_pub,
                 n_prv_inputs=n_prv, constraints=constraints)
+
+
+def check_witness(r1cs_path: str | Path, witness_path: str | Path, *, witness_name: str | None = None) -> None:
+    """Checks a .wtns against the constraints of a .r1cs, exactly.
+
+    `witness_name` names the witness in messages (default: its path).
+
+    Raises:
+        UnsatisfiedError: a constraint the witness breaks (the first, by index).
+        MismatchError: the witness is for another curve, or its length is not the circuit's.
+        FormatError, UnsupportedError: either file is not what it should be.
+    """
+    from .wtns import read_wtns, words_to_int
+
+    system = read_r1cs(r1cs_path)
+    witness = read_wtns(witness_path)
+    name = witness_name or str(witness_path)
+    if witness.curve is not system.curve:
+        raise MismatchError(f"{name} is a {witness.curve.name} witness; {r1cs_path} is a {system.curve.name} circuit",
+                            expected=system.curve.name, found=witness.curve.name)
+    if len(witness.values) != system.n_wires:
+        raise MismatchError(f"{name} has {len(witness.values)} values; {r1cs_path} has {system.n_wires} wires",
+                            expected=system.n_wires, found=len(witness.values))
+    bad = system.first_unsatisfied([words_to_int(v) for v in witness.values])
+    if bad is not None:
+        raise UnsatisfiedError(f"{name}: the witness does not satisfy constraint {bad} of the circuit's .r1cs "
+                               f"({system.n_constraints} constraints)", found=bad)

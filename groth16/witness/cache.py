@@ -24,14 +24,14 @@ from pathlib import Path
 
 import wasmtime
 
+from zkqueue import config
+
 log = logging.getLogger(__name__)
 
 def default_dir() -> Path | None:
-    """The cache directory from the environment, or None when caching is turned off."""
-    value = os.environ.get("ZKQUEUE_WASM_CACHE")
-    if value is not None:
-        return None if value.strip().lower() in ("", "0", "off", "no", "none") else Path(value)
-    return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue")) / "wasm"
+    """The cache directory (config.process().wasm_cache), or None when caching is turned off."""
+    value = config.process().wasm_cache
+    return None if value.strip().lower() in ("0", "off", "no", "none") else Path(value)
 
 
 def _private(st: os.stat_result) -> bool:

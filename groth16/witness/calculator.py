@@ -254,15 +254,51 @@ class WitnessCalculator:
         values = np.frombuffer(self._values(inputs, source, log), dtype="<u8").reshape(-1, 4)
         return Witness(path=source or self.name, curve=curve, values=values)
 
+    def check_inputs(self, inputs: Mapping[str, Any], *, source: str | None = None) -> None:
+        """Checks `inputs` as `calculate` does before it runs the circuit - every name, array
+        length and value, with the same errors - without computing the witness (so a failing
+        `assert` in the circuit is not found here). The HTTP API refuses bad inputs with it
+        before a job exists.
+
+        Raises:
+            UnknownInputError, InputCountError, InputValueError: the inputs do not fit the circuit.
+            FormatError: an array mixing bus objects and values.
+        """
+        store, ex, _ = self._instantiate(_Run(self.n32, self._minor, self._patch, None))
+        ex["init"](store, 0)
+        self._records(flatten(inputs, source), store, ex, source)
+
     def _values(self, inputs: Mapping[str, Any], source: str | None,
                 log: Callable[[str], None] | None) -> bytes:
         signals = flatten(inputs, source)
         run = _Run(self.n32, self._minor, self._patch, log)
         store, ex, batch = self._instantiate(run)
         ex["init"](store, 0)
+        records, owners = self._records(signals, store, ex, source)
 
-        # Check every name, length and value before setting any, so the first problem in the
-        # file is the one reported, and build the batch module's records meanwhile.
+        memory = batch["memory"]
+        data = b"\0" * 8 + b"".join(records)
+        _ensure(store, memory, len(data))
+        memory.write(store, data, 0)
+        try:
+            batch["setInputs"](store, len(records), self.n32)
+        except (_CircuitTrap, wasmtime.Trap, wasmtime.WasmtimeError) as exc:
+            at = struct.unpack("<I", memory.read(store, 0, 4))[0]
+            raise self._failure(exc, run, owners[at] if at < len(owners) else None, source) from None
+
+        size = self.n_witness * self.n8
+        _ensure(store, memory, size)
+        try:
+            batch["readWitness"](store, self.n_witness, self.n32)
+        except (_CircuitTrap, wasmtime.Trap, wasmtime.WasmtimeError) as exc:
+            raise self._failure(exc, run, None, source) from None
+        return bytes(memory.read(store, 0, size))
+
+    def _records(self, signals, store, ex, source: str | None) -> tuple[list[bytes], list[str]]:
+        """The batch module's records of every input value, and the label of each.
+
+        Checks every name, length and value before setting any, so the first problem in the
+        file is the one reported."""
         records, owners = [], []
         for sig in signals:
             h = sig.hash
@@ -285,24 +321,7 @@ class WitnessCalculator:
             raise InputCountError(f"sets {len(records)} of the {self.n_inputs} input values {self.name} "
                                   f"takes: an input signal is missing", path=source,
                                   expected=self.n_inputs, found=len(records))
-
-        memory = batch["memory"]
-        data = b"\0" * 8 + b"".join(records)
-        _ensure(store, memory, len(data))
-        memory.write(store, data, 0)
-        try:
-            batch["setInputs"](store, len(records), self.n32)
-        except (_CircuitTrap, wasmtime.Trap, wasmtime.WasmtimeError) as exc:
-            at = struct.unpack("<I", memory.read(store, 0, 4))[0]
-            raise self._failure(exc, run, owners[at] if at < len(owners) else None, source) from None
-
-        size = self.n_witness * self.n8
-        _ensure(store, memory, size)
-        try:
-            batch["readWitness"](store, self.n_witness, self.n32)
-        except (_CircuitTrap, wasmtime.Trap, wasmtime.WasmtimeError) as exc:
-            raise self._failure(exc, run, None, source) from None
-        return bytes(memory.read(store, 0, size))
+        return records, owners
 
     def _failure(self, exc: BaseException, run: _Run, label: str | None, source: str | None) -> Exception:
         """The one-line error for a trap: circom's code and messages (template and line)."""

@@ -37,6 +37,8 @@ def cmd_fullprove(args: argparse.Namespace) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .. import backends, prover
     from ..formats import jsonfiles, zkey
+    from zkqueue import config
+
     from .calculator import load_calculator
     from .inputs import read_inputs
 
@@ -49,7 +51,7 @@ def cmd_fullprove(args: argparse.Namespace) -> int:
     t2 = time.perf_counter()
     key = zkey.read_zkey(args.zkey)
     prover.check_inputs(key, witness)
-    backend = backends.get_backend(args.backend, key.curve, threads=args.threads)
+    backend = backends.get_backend(args.backend or config.process().backend, key.curve, threads=args.threads)
     key.check_points(backend)
     result = prover.prove(key, witness, backend)
     jsonfiles.write_json(args.proof, jsonfiles.proof_json(result.proof))
@@ -83,8 +85,8 @@ def add_commands(sub) -> None:
     f.add_argument("zkey")
     f.add_argument("proof")
     f.add_argument("public")
-    f.add_argument("--backend", choices=("cpu", "cuda", "auto"),
-                   default=os.environ.get("ZKQUEUE_BACKEND", "auto"))
+    f.add_argument("--backend", choices=("cpu", "cuda", "auto"), default=None,
+                   help="default: $ZKQUEUE_BACKEND or auto")
     f.add_argument("--threads", type=_threads, default=None,
                    help="CPU threads (default: $ZKQUEUE_THREADS or all cores)")
     f.set_defaults(func=cmd_fullprove)

@@ -1,0 +1,107 @@
+"""The Redis broker transport with a guard: nothing on a queue list can stop a consumer.
+
+kombu's Redis channel takes a message off a list (BRPOP, or RPOP when polling), decodes it
+as JSON and builds a kombu Message from it; bytes that are not JSON, or JSON that is not an
+envelope, raise inside the consumer and take the worker process down, and the next such
+message the next worker. Every message passes through `_brpop_read` or `_get` here, which
+admit only a zkqueue task message that decodes completely (coordinator/broker.py's
+decode_task: an envelope, an accepted content type, a known task, arguments that parse)
+for a job that exists. Anything else is recorded on the dead-letter list
+(coordinator/deadletter.py) with its reason, logged once as one line, and never delivered.
+
+Celery uses these classes through `broker_transport` (coordinator/broker.py's
+celery_config). Written against kombu 5's Redis channel, whose two read methods these
+replace; tests/test_queue_poison.py puts every kind of junk on every queue a worker
+consumes and checks that no worker goes down.
+"""
+
+from __future__ import annotations
+
+import logging
+from queue import Empty
+
+from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import loads
+
+from . import deadletter, keys
+from .broker import decode_task
+
+log = logging.getLogger("zkqueue.broker")
+
+
+class GuardedChannel(kombu_redis.Channel):
+    """kombu's Redis channel, admitting only messages a zkqueue worker can run."""
+
+    def _admit(self, raw: bytes, queue: str) -> dict | None:
+        """The envelope of `raw`, or None when it went to the dead-letter list instead."""
+        try:
+            envelope = loads(bytes_to_str(raw))
+        except (ValueError, TypeError):
+            return self._dead(raw, queue, "not JSON: not a kombu message")
+        try:
+            msg = decode_task(envelope)
+        except ValueError as exc:
+            return self._dead(raw, queue, str(exc))
+        with self.conn_or_acquire() as client:
+            n = client.hget(keys.job(msg.job_id), "n")
+        if n is None:
+            return self._dead(raw, queue, f"{msg.task}: no job {msg.job_id} (never submitted, expired, or lost "
+                                          "with Redis's data)")
+        index = keys.partition_of(msg.slot)
+        if index != keys.FINALIZE_SLOT and int(index) >= int(n):
+            return self._dead(raw, queue, f"{msg.task}: job {msg.job_id} has {int(n)} partitions, not {int(index) + 1}")
+        return envelope
+
+    def _dead(self, raw: bytes, queue: str, reason: str) -> None:
+        log.error("dead letter from queue %s: %s (%d bytes; `zkqueue dead-letters list`)", queue, reason, len(raw))
+        try:
+            with self.conn_or_acquire() as client:
+                deadletter.record(client, queue=queue, reason=reason, raw=raw, at=_redis_time(client))
+        except Exception as exc:   # noqa: BLE001 - never let the record of a bad message stop the consumer
+            log.error("could not record the dead letter: %s", exc)
+        return None
+
+    def _brpop_read(self, **options):
+        try:
+            try:
+                dest_item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                # Disconnect, so the next iteration reconnects (as kombu's own does).
+                self.client.connection.disconnect()
+                raise
+            if not dest_item:
+                raise Empty()
+            dest, item = dest_item
+            dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
+            self._queue_cycle.rotate(dest)
+            envelope = self._admit(item, dest)
+            if envelope is not None:
+                self.connection._deliver(envelope, dest)
+            return True
+        finally:
+            self._in_poll = None
+            flush = getattr(self, "_flush_brpop_reauth", None)    # kombu >= 5.6
+            if flush is not None:
+                flush()
+
+    def _get(self, queue):
+        with self.conn_or_acquire() as client:
+            for pri in self.priority_steps:
+                item = client.rpop(self._q_for_pri(queue, pri))
+                if item:
+                    envelope = self._admit(item, queue)
+                    if envelope is not None:
+                        return envelope
+            raise Empty()
+
+
+class GuardedTransport(kombu_redis.Transport):
+    """kombu's Redis transport with GuardedChannel."""
+
+    Channel = GuardedChannel
+
+
+def _redis_time(client) -> float:
+    seconds, micros = client.time()
+    return seconds + micros / 1e6

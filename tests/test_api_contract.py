@@ -1,0 +1,131 @@
+"""The API's contract and plumbing: the OpenAPI document against the routes and error codes,
+the import arrows, `zkqueue api-keys`, request metrics, and files a Python client stored
+being registered by hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+
+import httpx
+
+from api_support import ZKEY, api  # noqa: F401  (fixture)
+from queue_support import ROOT, queue  # noqa: F401  (fixture)
+
+from zkqueue.api import errors, openapi, routes
+
+
+def test_the_openapi_document_has_exactly_the_routes_and_the_error_codes():
+    doc = openapi.document()
+    documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
+    served = {(r.path, m) for r in routes.ROUTES for m in r.methods if m != "HEAD"}
+    assert documented == served
+    assert doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"] == sorted(
+        errors.CODES)
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            keyless = path in ("/healthz", "/openapi.json")
+            assert (op.get("security") == []) == keyless, (path, method)
+            assert keyless or "401" in op["responses"], (path, method)
+
+
+def test_every_error_code_raised_is_declared():
+    used = set()
+    for py in (ROOT / "api").glob("*.py"):
+        text = py.read_text()
+        used |= set(re.findall(r'ApiError\(\s*"([a-z_]+)"', text))
+        used |= set(re.findall(r'from_groth16\(\s*"([a-z_]+)"', text))
+        if 'f"invalid_{role}"' in text:
+            used |= {"invalid_zkey", "invalid_wasm", "invalid_r1cs"}
+    assert used and used <= set(errors.CODES), used - set(errors.CODES)
+
+
+def test_the_library_does_not_load_the_api_and_the_api_not_the_workers():
+    code = ("import sys, zkqueue.coordinator.client, zkqueue.coordinator.cli, zkqueue.coordinator.reaper; "
+            "bad = [m for m in sys.modules if m.startswith(('zkqueue.api', 'starlette', 'uvicorn'))]; "
+            "assert not bad, bad; import zkqueue.api.app, zkqueue.api.server; "
+            "bad = [m for m in sys.modules if m.startswith(('zkqueue.tasks', 'zkqueue.workers'))]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+
+
+def test_api_keys_create_list_revoke(queue):  # noqa: F811
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "api-keys", *args], cwd=ROOT,
+                              env=queue.env(), capture_output=True, text=True, timeout=60)
+    made = cli("create", "ci backend", "--proofs-per-hour", "50", "--json")
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)
+    assert key["name"] == "ci backend" and key["proofs_per_hour"] == 50 and key["token"].startswith(f"zkq_{key['id']}_")
+    from zkqueue.api.auth import KeyStore
+    store = KeyStore(queue.r)
+    assert store.authenticate(key["token"]).id == key["id"]
+    # Only the secret's hash is in Redis.
+    assert key["token"].split("_")[-1].encode() not in b"".join(
+        v for v in queue.r.hgetall(f"zkq:apikey:{key['id']}").values())
+    listing = cli("list")
+    assert f"{key['id']}  ci backend  (50 proofs/hour)" in listing.stdout, listing.stdout
+    assert cli("revoke", key["id"]).stdout.strip() == f"API key {key['id']} revoked"
+    assert store.authenticate(key["token"]) is None
+    assert "REVOKED" in cli("list").stdout
+    again = cli("revoke", key["id"])
+    assert again.returncode == 2 and "no live API key" in again.stderr
+
+
+def test_requests_are_counted_by_route_and_status_and_served_on_the_metrics_port(api):  # noqa: F811
+    http = api.http(api.key("m"))
+    assert http.get("/v1/jobs/" + "0" * 32).status_code == 404
+    assert httpx.get(f"{api.url}/v1/jobs/abc").status_code == 401
+    assert http.get("/v1/nowhere").status_code == 404
+    text = httpx.get(api.metrics_url).text
+    assert 'zkqueue_api_requests_total{method="GET",route="/v1/jobs/{job_id}",status="404"} 1.0' in text
+    assert 'zkqueue_api_requests_total{method="GET",route="/v1/jobs/{job_id}",status="401"} 1.0' in text
+    assert 'zkqueue_api_requests_total{method="GET",route="unmatched",status="404"} 1.0' in text
+    assert 'zkqueue_api_request_seconds_count{method="GET",route="/v1/jobs/{job_id}"} 2.0' in text
+    assert httpx.get(f"{api.url}/openapi.json").json() == json.loads(json.dumps(openapi.document()))
+
+
+def test_a_key_stored_by_the_python_client_is_registered_by_its_hash(api, queue):  # noqa: F811
+    from zkqueue.coordinator.store import ArtifactStore
+    sha = ArtifactStore(queue.store_url).put_file(ZKEY)
+    assert sha == hashlib.sha256(ZKEY.read_bytes()).hexdigest()
+    res = api.http(api.key("py")).post("/v1/circuits", json={"zkey_sha256": sha})
+    assert res.status_code == 201, res.text
+    body = res.json()
+    assert body["uploaded"] == {"zkey": "named"} and body["n_public"] == 6 and body["accepts"] == ["witnesses"]
+    assert body["zkey_bytes"] == ZKEY.stat().st_size
+
+
+def test_a_slow_request_gets_504_and_a_server_without_redis_503(queue):  # noqa: F811
+    from api_support import free_port, start_server
+    slow = start_server(queue, ZKQUEUE_API_REQUEST_TIMEOUT_S="0.000001")
+    try:
+        res = slow.http(slow.key("t")).get("/v1/jobs/" + "0" * 32)
+        assert res.status_code == 504 and res.json()["error"]["code"] == "timeout", res.text
+    finally:
+        slow.stop()
+    port, dead = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "serve", "--port", str(port)], cwd=ROOT,
+                            env=queue.env(ZKQUEUE_REDIS_URL=f"redis://127.0.0.1:{dead}/0"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from queue_support import wait_until
+
+        def answers():
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=15)
+            except httpx.TransportError:
+                return None
+        res = wait_until(answers, 60, "the server to answer")
+        assert res.status_code == 503 and res.json()["error"]["code"] == "unavailable", res.text
+        res = httpx.get(f"http://127.0.0.1:{port}/v1/jobs/{'0' * 32}", headers={"Authorization": "Bearer zkq_x"},
+                        timeout=15)
+        assert res.status_code == 401      # a malformed token needs no Redis to be refused
+        res = httpx.get(f"http://127.0.0.1:{port}/v1/jobs/{'0' * 32}", timeout=15,
+                        headers={"Authorization": "Bearer zkq_000000000000_" + "A" * 43})
+        assert res.status_code == 503 and res.json()["error"]["code"] == "unavailable", res.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,70 @@
+"""Waiting on a job costs the same Redis work per partition whatever the job's size: the
+waiting client reads job-level counts kept by the transitions, not every partition, and
+reads the partitions once, at the end."""
+
+from __future__ import annotations
+
+import threading
+
+import redis
+
+from queue_support import queue  # noqa: F401  (fixture)
+
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.client import Client
+from zkqueue.coordinator.jobs import Priority
+
+
+class CountingConnection(redis.Connection):
+    """A real connection that counts the commands it sends (pipelined ones included)."""
+
+    sent = 0
+
+    def send_command(self, *args, **kwargs):
+        CountingConnection.sent += 1
+        return super().send_command(*args, **kwargs)
+
+    def pack_commands(self, commands):      # a pipeline's
+        commands = list(commands)
+        CountingConnection.sent += len(commands)
+        return super().pack_commands(commands)
+
+
+def _waited_commands(queue, n: int) -> int:
+    """Commands the waiting client sent while a job of `n` partitions ran to its end, the
+    fleet played by the state machine's own transitions (claim, record, finalize)."""
+    fleet = queue.client()
+    job_id = f"{n:032x}"
+    fleet.scheduler.submit(job_id, request_id=None, priority=Priority.NORMAL, zkey_sha="0" * 64,
+                           witnesses=[(f"{i:064x}", f"w{i}.wtns") for i in range(n)])
+    waiter = Client(settings=queue.settings())
+    waiter.r.connection_pool.connection_class = CountingConnection     # before its first command
+    queue.clients.append(waiter)
+    payload = {"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1}
+
+    def run_fleet():
+        s = fleet.scheduler
+        for i in range(n):
+            assert s.claim(job_id, i, 1, "w", 1).kind == "ok"
+            assert s.record(job_id, i, 1, "w", payload, fingerprint={"id": "f", "build": "b"}).kind == "recorded"
+        token = int(queue.r.hget(keys.slot(job_id, keys.FINALIZE_SLOT), "token"))
+        assert s.claim(job_id, keys.FINALIZE_SLOT, token, "w", 1).kind == "ok"
+        assert s.finish(job_id, token, 0.001)
+
+    CountingConnection.sent = 0
+    fleet_thread = threading.Thread(target=run_fleet)
+    job = waiter.job(job_id)
+    seen = []
+    fleet_thread.start()
+    result = job.wait(300, progress=seen.append)
+    fleet_thread.join()
+    assert len(result.partitions) == n and result.complete
+    assert seen and seen[-1].proved == n        # the progress display saw the job move
+    return CountingConnection.sent
+
+
+def test_waiting_costs_the_same_per_partition_from_64_to_1024_partitions(queue):
+    per_partition = {n: _waited_commands(queue, n) / n for n in (64, 1024)}
+    print("Redis commands per partition of a waited job:", per_partition)
+    assert per_partition[1024] <= 10, per_partition
+    assert per_partition[1024] <= 1.25 * per_partition[64] + 1, per_partition
