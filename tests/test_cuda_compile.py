@@ -92,10 +92,25 @@ def test_nvrtc_compiles(curve, unit):
 # ---- the cubin cache (no compiler needed: NVRTC's call is replaced) ------------------------
 
 @pytest.fixture
-def fake_nvrtc(tmp_path, monkeypatch):
+def settings(monkeypatch):
+    """Sets ZKQUEUE_* variables for this test and has zkqueue.config read them again."""
+    from zkqueue import config
+
+    def setenv(**values):
+        for name, value in values.items():
+            monkeypatch.setenv(name, value)
+        config.set_process(None)
+
+    yield setenv
+    monkeypatch.undo()
+    config.set_process(None)
+
+
+@pytest.fixture
+def fake_nvrtc(tmp_path, monkeypatch, settings):
     """cuda_compile with a stand-in compile_source that records what it is asked to compile."""
     from zkqueue.groth16.backends import cuda_compile
-    monkeypatch.setenv("ZKQUEUE_CACHE_DIR", str(tmp_path / "cache"))
+    settings(ZKQUEUE_CACHE_DIR=str(tmp_path / "cache"))
     monkeypatch.setattr(cuda_compile, "nvrtc_version", lambda: "12.9")
     calls = []
 
@@ -133,9 +148,9 @@ def test_prebuild_compiles_every_unit_of_both_curves(fake_nvrtc):
     assert len(calls) == 12 and cuda_compile.prebuild(("sm_80", "sm_90"))[0][3] == 0.0
 
 
-def test_nvrtc_lookup_names_what_it_tried(monkeypatch, tmp_path):
+def test_nvrtc_lookup_names_what_it_tried(monkeypatch, tmp_path, settings):
     from zkqueue.groth16.backends import cuda_compile
-    monkeypatch.setenv("ZKQUEUE_NVRTC_LIB", str(tmp_path / "libnvrtc.so.99"))
+    settings(ZKQUEUE_NVRTC_LIB=str(tmp_path / "libnvrtc.so.99"))
     assert cuda_compile._candidates()[0] == str(tmp_path / "libnvrtc.so.99")
     monkeypatch.setattr(cuda_compile, "_candidates", lambda: [str(tmp_path / "libnvrtc.so.99")])
     monkeypatch.setattr(cuda_compile, "_lib", None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 from typing import TYPE_CHECKING
 
 from ..curves import Curve
@@ -26,8 +25,10 @@ CUPY_DISTRIBUTIONS = {"cupy-cuda13x": 13, "cupy-cuda12x": 12, "cupy-cuda11x": 11
 
 
 def cuda_device() -> int:
-    """The device ordinal the CUDA backend pins: $ZKQUEUE_CUDA_DEVICE, else 0 (of the visible ones)."""
-    return int(os.environ.get("ZKQUEUE_CUDA_DEVICE", "0"))
+    """The device ordinal the CUDA backend pins: $ZKQUEUE_CUDA_DEVICE, else 0 (of the visible
+    ones), as zkqueue.config reads it."""
+    from zkqueue import config
+    return config.process().cuda_device
 
 
 EMULATION_ENV = "ZKQUEUE_CUDA_EMULATION"
@@ -39,7 +40,8 @@ def cuda_emulated() -> bool:
     For checking the GPU path without a GPU (bench/gpu_check.sh --dry, tests): slow, one
     core, and never chosen unless set; every backend it makes logs a warning.
     """
-    return os.environ.get(EMULATION_ENV) == "1"
+    from zkqueue import config
+    return config.process().cuda_emulation
 
 
 def cupy_distribution() -> tuple[str, str, int | None] | None:

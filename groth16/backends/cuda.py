@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 import sys
 import threading
 import weakref
@@ -454,12 +453,12 @@ def _guarded(method: Callable) -> Callable:
     return wrapper
 
 
-# ---- settings (one function each: zkqueue.config will replace the environment reads) -----
+# ---- settings (zkqueue.config reads them) ---------------------------------------------------
 
 def cache_bytes_setting() -> int | None:
-    """$ZKQUEUE_CUDA_CACHE_BYTES: device memory for key sections; None (or 0): half the device."""
-    env = os.environ.get("ZKQUEUE_CUDA_CACHE_BYTES")
-    return int(env) or None if env else None
+    """$ZKQUEUE_CUDA_CACHE_BYTES: device memory for key sections; None (unset or 0): half the device."""
+    from zkqueue import config
+    return config.process().cuda_cache_bytes or None
 
 
 # ---- the backend ------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..curves import BLS12381, BN128, Curve
-from ..native import cache_dir
 from . import cuda
 
 PREBUILT_ARCHS = ("sm_80", "sm_90")   # A100, H100/H200: what the GPU image compiles at build
@@ -35,8 +34,15 @@ class KernelCompileError(RuntimeError):
 
 
 def nvrtc_lib_setting() -> str | None:
-    """$ZKQUEUE_NVRTC_LIB: a libnvrtc path to use first (None when unset)."""
-    return os.environ.get("ZKQUEUE_NVRTC_LIB") or None
+    """$ZKQUEUE_NVRTC_LIB (zkqueue.config): a libnvrtc path to use first (None when unset)."""
+    from zkqueue import config
+    return config.process().nvrtc_lib or None
+
+
+def cache_dir() -> Path:
+    """$ZKQUEUE_CACHE_DIR (zkqueue.config): the local cache directory."""
+    from zkqueue import config
+    return config.process().cache_path
 
 
 def _candidates() -> list[str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import random
 import shutil
 import subprocess
@@ -40,8 +39,8 @@ import numpy as np
 
 from ..curves import Curve
 from ..errors import NativeBuildError
-from ..native import cache_dir
 from . import cuda
+from .cuda_compile import cache_dir
 
 CXX_FLAGS = ("-O1", "-std=c++17", "-fPIC", "-shared", "-w")
 MAX_GRID = 8          # blocks per launch at most (grid-stride kernels cover the rest)
@@ -75,7 +74,8 @@ class _Launch(ctypes.Structure):
 
 
 def _compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    from zkqueue import config
+    cxx = config.compiler() or shutil.which("g++") or shutil.which("c++")
     if not cxx:
         raise NativeBuildError("no C++ compiler for the CUDA emulation", expected="g++", found="none")
     return cxx
