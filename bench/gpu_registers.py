@@ -102,9 +102,9 @@ def write_table(rows: list[dict], path: Path = TABLE) -> None:
     path.write_text("\n".join(text) + "\n")
 
 
-def compile_all(workdir: Path, jobs: int | None = None) -> dict:
+def compile_all(workdir: Path, jobs: int | None = None, archs: tuple[str, ...] = ARCHS) -> dict:
     """{(curve, unit, arch): CompletedProcess} for every curve, unit (selftest too) and arch."""
-    work = [(c, u, a) for c in CURVES for u in cuda.UNITS for a in ARCHS]
+    work = [(c, u, a) for c in CURVES for u in cuda.UNITS for a in archs]
     with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
         done = list(pool.map(lambda w: compile_unit(*w, workdir), work))
     return {(c.name, u, a): d for (c, u, a), d in zip(work, done)}
