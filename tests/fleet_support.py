@@ -241,3 +241,134 @@ def wait_for(predicate, timeout_s: float, what: str, *, interval_s: float = 0.2)
 
 def monotonic() -> float:
     return time.monotonic()
+
+
+# -- a fleet on namespaced hosts ---------------------------------------------------------------
+
+STORE_PREFIX = "store"
+SENTINEL_PORT = 26379
+MASTER = "zkqueue"
+
+
+class Fleet:
+    """Redis (TLS, role users; or a primary, a replica and three sentinels), an S3 server and a
+    client host on `net`; worker hosts are added with start_workers(). The client host is
+    where the test looks from: `ask(fn)` runs fn(admin redis client) there."""
+
+    def __init__(self, net: hosts.Network, tmp: Path, *, sentinel: bool = False, env: dict | None = None):
+        self.net, self.tmp, self.sentinel, self.extra_env = net, Path(tmp), sentinel, env or {}
+        self.client = net.host("client")
+        self.s3 = net.host("s3")
+        self.redis_hosts = [net.host(n) for n in (("r1", "r2", "r3") if sentinel else ("redis",))]
+        self.certs = make_certs(self.tmp / "tls", [h.addr for h in self.redis_hosts])
+        self.passwords = make_passwords()
+        self.acl = render_acl(self.tmp / "users.acl", self.passwords)
+        self.redis_procs: dict[str, subprocess.Popen] = {}
+        self.moto = start_moto(self.s3, self.s3.addr, S3_PORT, self.s3.dir)
+        if sentinel:
+            self._start_sentinel_group()
+        else:
+            self.redis_procs["redis"] = self._start_redis(self.redis_hosts[0])
+        wait_redis(self.client, self.url("admin"), self.certs)
+        self._admin = None
+
+    # Redis ---------------------------------------------------------------------------------
+
+    def _start_redis(self, host: hosts.Host, *extra) -> subprocess.Popen:
+        auth = ["--masteruser", "replica", "--masterauth", self.passwords["replica"], "--tls-replication", "yes"]
+        return host.popen(redis_command(host.addr, tls_port=REDIS_TLS_PORT, certs=self.certs, aclfile=self.acl,
+                                        workdir=host.dir, extra=[*auth, *extra]), log="redis")
+
+    def _start_sentinel_group(self) -> None:
+        primary, replica = self.redis_hosts[0], self.redis_hosts[1]
+        self.redis_procs["primary"] = self._start_redis(primary)
+        wait_redis(self.client, role_url("admin", self.passwords, primary.addr, REDIS_TLS_PORT), self.certs)
+        self.redis_procs["replica"] = self._start_redis(replica, "--replicaof", primary.addr, str(REDIS_TLS_PORT))
+        for h in self.redis_hosts:
+            conf = h.dir / "sentinel.conf"
+            conf.write_text("\n".join([
+                f"bind {h.addr}", "port 0", f"tls-port {SENTINEL_PORT}", f"dir {h.dir}",
+                f"tls-cert-file {self.certs.server_cert}", f"tls-key-file {self.certs.server_key}",
+                f"tls-ca-cert-file {self.certs.ca}", "tls-auth-clients optional", "tls-replication yes",
+                f"sentinel monitor {MASTER} {primary.addr} {REDIS_TLS_PORT} 2",
+                f"sentinel auth-user {MASTER} sentinel", f"sentinel auth-pass {MASTER} {self.passwords['sentinel']}",
+                f"sentinel down-after-milliseconds {MASTER} 1000", f"sentinel failover-timeout {MASTER} 10000",
+                f"sentinel parallel-syncs {MASTER} 1", ""]))
+            self.redis_procs[f"sentinel-{h.name}"] = h.popen(["redis-server", conf, "--sentinel"], log="sentinel")
+
+        def ready():
+            from redis.sentinel import Sentinel
+            s = Sentinel([(h.addr, SENTINEL_PORT) for h in self.redis_hosts],
+                         sentinel_kwargs={"ssl": True, "ssl_ca_certs": str(self.certs.ca), "socket_timeout": 2})
+            try:
+                return (s.discover_master(MASTER) == (primary.addr, REDIS_TLS_PORT)
+                        and len(s.discover_slaves(MASTER)) == 1
+                        and all(len(s.sentinel_sentinels(MASTER)) >= 2 for s in s.sentinels))
+            except Exception:        # noqa: BLE001 - not up yet
+                return False
+        wait_until(lambda: self.client.call(ready), 60, "the sentinels to know the primary, the replica and "
+                   "each other", interval_s=0.3)
+
+    def url(self, role: str) -> str:
+        if not self.sentinel:
+            return role_url(role, self.passwords, self.redis_hosts[0].addr, REDIS_TLS_PORT)
+        hosts_ = ",".join(f"{h.addr}:{SENTINEL_PORT}" for h in self.redis_hosts)
+        return f"sentinels://{role}:{self.passwords[role]}@{hosts_}/0"
+
+    def ask(self, fn, timeout_s: float = 60):
+        """fn(admin client) on the client host."""
+        def run():
+            if self._admin is None:
+                self._admin = admin_client(self.url("admin"), self.certs, master=MASTER)
+            return fn(self._admin)
+        return self.client.call(run, timeout_s=timeout_s)
+
+    # zkqueue -------------------------------------------------------------------------------
+
+    @property
+    def store_url(self) -> str:
+        return f"s3://{BUCKET}/{STORE_PREFIX}"
+
+    def env(self, host: hosts.Host, role: str, **extra) -> dict:
+        """What a process on `host` running as `role` is given: the settings the README's
+        "Running across several machines" lists."""
+        return zkqueue_env(host.env(), ZKQUEUE_REDIS_URL=self.url(role), ZKQUEUE_STORE_URL=self.store_url,
+                           ZKQUEUE_REDIS_SENTINEL_MASTER=MASTER, **s3_env(self.s3.addr, S3_PORT),
+                           **tls_env(self.certs), **self.extra_env, **extra)
+
+    def start_workers(self, name: str, n: int = 1, **extra) -> tuple[hosts.Host, subprocess.Popen]:
+        host = self.net.host(name)
+        seed_native_build(host.cache_dir)
+        proc = host.popen(zkqueue_cmd("worker", "--cpu", n, "--threads", 1), env=self.env(host, "worker", **extra),
+                          log="worker")
+        return host, proc
+
+    def workers_ready(self, names: list[str], timeout_s: float = 90) -> list[dict]:
+        def check():
+            beats = self.ask(live_workers)
+            on = {b.get("fingerprint", {}).get("host") for b in beats}
+            return beats if set(names) <= on else None
+        return wait_until(check, timeout_s, f"workers on {', '.join(names)}", interval_s=0.3)
+
+    def submit(self, files: list[Path], out: Path, *, timeout_s: float = 150) -> subprocess.Popen:
+        """`zkqueue submit ZKEY FILES --wait --out OUT` on the client host, as the client role."""
+        return self.client.popen(zkqueue_cmd("submit", CHAIN / "circuit_final.zkey", *files, "--wait", "-q",
+                                             "--out", out, "--timeout", timeout_s),
+                                 env=self.env(self.client, "client"), log="submit")
+
+    def finished(self, proc: subprocess.Popen, timeout_s: float) -> str:
+        """The job id of a submit that exited 0 (its output otherwise fails the test)."""
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"submit still running after {timeout_s:g} s:\n{self.client.log('submit')[-3000:]}")
+        out = self.client.log("submit")
+        assert proc.returncode == 0, out[-3000:]
+        return out.split("submitted job ", 1)[1].split()[0]
+
+    def status(self, job_id: str) -> dict:
+        return job_status(self.client, self.env(self.client, "client"), job_id)
+
+    def gets_of(self, sha: str) -> int:
+        """GETs of an object the S3 server has answered (its access log)."""
+        return self.s3.log("moto").count(f"GET /{BUCKET}/{STORE_PREFIX}/sha256/{sha[:2]}/{sha}")
