@@ -24,7 +24,8 @@ import time
 import redis
 
 from . import keys
-from .broker import queue_lists, unacked_slots, waiting_slots
+from .broker import queue_lists, unacked_slots
+from .queue_index import QueueIndex
 from .registry import redis_time
 from .scheduler import Scheduler, what
 
@@ -47,6 +48,9 @@ class Reaper:
         self._renew = scheduler.r.register_script(_RENEW)
         self._release = scheduler.r.register_script(_RELEASE)
         self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
+        # What waits on the queues, read incrementally: a full read per check would cost
+        # O(queued messages) every tick.
+        self._queued = QueueIndex(scheduler.r)
 
     def acquire(self) -> bool:
         """Takes or renews the reaper lock; True when this process is the reaper now."""
@@ -110,11 +114,12 @@ class Reaper:
         delivered to no consumer (lost from the broker: an append-only-file gap, a deleted
         queue). A witness whose message waits while no live worker takes synthesis is the
         one special case: unserved.lua fails its job after orphan_timeout_s."""
-        present = waiting_slots(self.s.r) | {slot for _, slot in unacked_slots(self.s.r)}
+        self._queued.refresh()
+        unacked = {slot for _, slot in unacked_slots(self.s.r)}
         unserved = None
         acted = 0
         for job_id, slot, token in checks:
-            if (job_id, slot, token) in present:
+            if (job_id, slot, token) in self._queued or (job_id, slot, token) in unacked:
                 if keys.slot_kind(slot) == "synth":
                     unserved = unserved_reason(self.s.registry.live()) if unserved is None else unserved
                     if self.s.unserved(job_id, slot, token, reason=unserved) == "failed":
