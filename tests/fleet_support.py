@@ -75,27 +75,13 @@ class Certs:
     client_key: Path
 
 
-def make_certs(directory: Path, ips: list[str]) -> Certs:
-    """A CA, a server certificate for `ips` (and 127.0.0.1) and a client certificate (EC P-256)."""
+def make_certs(directory: Path, names: list[str]) -> Certs:
+    """A CA, Redis's certificate for `names` (and 127.0.0.1) and a client certificate, made by
+    scripts/tls-certs.sh as a deployment makes them."""
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-
-    def ssl(*args):
-        subprocess.run(["openssl", *map(str, args)], cwd=d, check=True, capture_output=True)
-
-    ssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
-        "-out", "ca.crt", "-subj", "/CN=zkqueue test CA", "-days", "2")
-    sans = ",".join(f"IP:{ip}" for ip in [*ips, "127.0.0.1"])
-    for name, ext in (("server", f"subjectAltName={sans}\nextendedKeyUsage=serverAuth,clientAuth\n"),
-                      ("client", "extendedKeyUsage=clientAuth\n")):
-        (d / f"{name}.ext").write_text(ext)
-        ssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
-            "-out", f"{name}.csr", "-subj", f"/CN=zkqueue test {name}")
-        ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
-    for key in d.glob("*.key"):
-        key.chmod(0o600)
-    return Certs(d / "ca.crt", d / "server.crt", d / "server.key", d / "client.crt", d / "client.key")
+    subprocess.run(["bash", str(ROOT / "scripts" / "tls-certs.sh"), str(d), *names], check=True,
+                   capture_output=True)
+    return Certs(d / "ca.crt", d / "redis.crt", d / "redis.key", d / "client.crt", d / "client.key")
 
 
 def make_passwords() -> dict[str, str]:
