@@ -6,7 +6,7 @@ One rule for every backend: an object appears whole or not at all.
 * a local directory (the default; one host only): written to a temporary name in the same
   directory and renamed into place;
 * S3 and what speaks its API (``s3://bucket/prefix`` through s3fs: AWS S3, MinIO, Ceph RGW):
-  one PUT, or above `store_part_bytes` a multipart upload, whose parts stay invisible until
+  one PUT, or from twice `store_part_bytes` on a multipart upload, whose parts stay invisible until
   its CompleteMultipartUpload; the object carries its sha256 as metadata
   (``x-amz-meta-sha256``). Two clients putting the same object at once both write the same
   bytes; a client killed mid-upload leaves at most an incomplete multipart upload, which no

@@ -123,7 +123,8 @@ PROCESS_VARS = (
         "a remote store's objects (proving keys, witnesses) kept in `CACHE_DIR/artifacts`, shared by the "
         "host's processes (each object fetched once per host), least recently used evicted beyond this"),
     Var("store_part_bytes", int, 64 << 20, PROCESS,
-        "uploads to an object store larger than this go in parts of this size (S3 multipart; at least 5 MiB)"),
+        "uploads to an object store of at least twice this size go in parts of this size (S3 multipart; "
+        "at least 5 MiB)"),
     Var("redis_ca_file", str, "", PROCESS,
         "CA certificates (PEM) that Redis's and the sentinels' TLS certificates must chain to "
         "(`rediss://`, `sentinels://`)", shown="the system's"),
