@@ -63,7 +63,7 @@ class Target:
     def safe(self) -> str:
         """The URL with the password masked, for logs and error messages."""
         user = (self.username or "") + (":***" if self.password else "")
-        hosts = ",".join(f"{h}:{p}" for h, p in self.hosts)
+        hosts = ",".join(f"{_host(h)}:{p}" for h, p in self.hosts)
         return f"{self.scheme}://{user + '@' if user else ''}{hosts}/{self.db}"
 
 
@@ -97,6 +97,11 @@ def parse(url: str) -> Target:
         raise ConfigError(f"ZKQUEUE_REDIS_URL: database {path!r} is not a number", expected="/0", found=path) from None
     return Target(tls=tls, sentinel=sentinel, hosts=tuple(hosts), username=unquote(username) or None,
                   password=unquote(password) or None, db=db)
+
+
+def _host(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _proc(proc: ProcessSettings | None) -> ProcessSettings:
@@ -159,7 +164,7 @@ def celery_broker(settings: Settings, proc: ProcessSettings | None = None) -> di
     # primary's name and the sentinels' own connection options as transport options.
     from urllib.parse import quote
     user = quote(target.username or "", safe="") + (":" + quote(target.password, safe="") if target.password else "")
-    conf["broker_url"] = ";".join(f"sentinel://{user + '@' if user else ''}{h}:{p}/{target.db}"
+    conf["broker_url"] = ";".join(f"sentinel://{user + '@' if user else ''}{_host(h)}:{p}/{target.db}"
                                   for h, p in target.hosts)
     sentinel_kw = {"socket_timeout": CONNECT_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
     if target.tls:

@@ -140,3 +140,38 @@ def test_client_workers_broker_flower_and_metrics_over_tls_each_as_its_role(tls_
             p.kill()
             p.wait(timeout=30)
             print(f"----- {name} -----\n{(tmp_path / f'{name}.log').read_text(errors='replace')[-4000:]}")
+
+
+@pytest.mark.parametrize("url, hosts, tls, sentinel", [
+    ("redis://127.0.0.1:6379/10", [("127.0.0.1", 6379)], False, False),
+    ("rediss://worker:p%40ss@10.0.0.2:6380/0", [("10.0.0.2", 6380)], True, False),
+    ("sentinel://client:pw@s1:26379,s2,[::1]:26380/3", [("s1", 26379), ("s2", 26379), ("::1", 26380)], False, True),
+    ("sentinels://admin:pw@s1:26379,s2:26379,s3:26379/0", [("s1", 26379), ("s2", 26379), ("s3", 26379)], True, True),
+])
+def test_every_form_of_redis_url_gives_the_same_target_to_redis_py_and_to_celery(url, hosts, tls, sentinel, tmp_path):
+    from zkqueue.config import ProcessSettings, Settings
+    from zkqueue.coordinator import connections
+    t = connections.parse(url)
+    assert list(t.hosts) == hosts and (t.tls, t.sentinel) == (tls, sentinel)
+    assert "pw" not in t.safe() and "p@ss" not in t.safe()
+    proc = ProcessSettings.from_env({"ZKQUEUE_REDIS_CA_FILE": "/ca.crt"})
+    conf = connections.celery_broker(Settings.from_env({}, redis_url=url, redis_sentinel_master="m"), proc)
+    assert ("broker_use_ssl" in conf) == tls
+    if tls:
+        assert conf["broker_use_ssl"]["ssl_ca_certs"] == "/ca.crt"
+    options = conf["broker_transport_options"]
+    assert options["socket_timeout"] > 0
+    if sentinel:
+        assert conf["broker_url"].split(";") == [
+            f"sentinel://{url.split('//')[1].split('@')[0]}@{f'[{h}]' if ':' in h else h}:{p}/{t.db}" for h, p in hosts]
+        assert options["master_name"] == "m" and options["sentinel_kwargs"].get("ssl", False) == tls
+    else:
+        assert conf["broker_url"] == url
+
+
+@pytest.mark.parametrize("url", ["http://h:1/0", "redis://h:1,h2:2/0", "redis://h:port/0", "redis://h:1/zero"])
+def test_a_malformed_redis_url_is_a_configuration_error(url):
+    from zkqueue.config import ConfigError
+    from zkqueue.coordinator import connections
+    with pytest.raises(ConfigError):
+        connections.parse(url)
