@@ -31,6 +31,8 @@ from .scheduler import Scheduler, what
 
 log = logging.getLogger("zkqueue.reaper")
 
+DUE_BATCH = 500          # due slots read per round trip
+
 # Unlock only if still ours, so a slow owner never deletes a successor's lock.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 _RENEW = ("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
@@ -71,20 +73,28 @@ class Reaper:
         if not self.acquire():
             return 0
         acted = 0
-        checks = []
-        for raw in self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=500):
-            job_id, slot = keys.parse_member(raw.decode())
-            out = self.s.reap(job_id, slot)
-            if out.kind == "resend":
-                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
-                self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
-                acted += 1
-            elif out.kind == "lost":
-                acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
-            elif out.kind == "check":
-                checks.append((job_id, slot, int(out.detail[0])))
-        if checks:
-            acted += self._resend_missing(checks)
+        # Due slots in batches, oldest deadline first, until none is left or the tick has
+        # used its interval: one batch a tick falls behind when many partitions are queued
+        # (each is checked every queued_check_s), and a lease that expired waits behind them.
+        budget_end = time.monotonic() + self.interval_s
+        while True:
+            due = self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=DUE_BATCH)
+            checks = []
+            for raw in due:
+                job_id, slot = keys.parse_member(raw.decode())
+                out = self.s.reap(job_id, slot)
+                if out.kind == "resend":
+                    log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
+                    self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
+                    acted += 1
+                elif out.kind == "lost":
+                    acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
+                elif out.kind == "check":
+                    checks.append((job_id, slot, int(out.detail[0])))
+            if checks:
+                acted += self._resend_missing(checks)
+            if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
+                break
         acted += self._adopt_orphans()
         for raw in self.s.r.zrange(keys.routed(), 0, -1):
             job_id, slot = keys.parse_member(raw.decode())
