@@ -358,7 +358,10 @@ def test_redis_restart_mid_job_keeps_the_append_only_file(stack, tmp_path):
     # one verifies on the host.
     out_dir = f"/tmp/zkq-{job}"
     proc = stack.run("exec", "-T", "metrics", "zkqueue", "wait", job, "--timeout", "180", "-q", "--out", out_dir,
-                     timeout_s=240)
+                     timeout_s=240, check=False)
+    assert proc.returncode == 0, (f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}\ndemo ({demo_rc}):\n{demo.output[-3000:]}"
+                                  f"\nredis:\n{stack.docker('logs', redis, check=False).stdout[-4000:]}"
+                                  f"{stack.docker('logs', redis, check=False).stderr[-4000:]}")
     assert f"{DEMO_PARTITIONS} verified proofs" in proc.stdout, proc.stdout
     stack.times["redis_restart_job_s"] = round(time.monotonic() - t, 1)
     stack.docker("cp", f"{stack.containers('metrics')[0]}:{out_dir}", str(tmp_path / "proofs"))
