@@ -211,7 +211,11 @@ def test_a_job_whose_witness_the_store_damaged_fails_as_a_store_fault_and_a_resu
     job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS[:2])
     sha = queue.r.hget(keys.slot(job.id, 1), "witness").decode()
     c.put_object(Bucket=BUCKET, Key=_key(s3, sha), Body=b"\0" * PARTITIONS[1].stat().st_size, Metadata={"sha256": sha})
-    group = queue.start_workers(1, env={"ZKQUEUE_STORE_URL": s3, **aws})
+    # A worker host of its own: an empty cache (a cache holding the good bytes would be right
+    # not to look at the store at all).
+    from fleet_support import seed_native_build
+    seed_native_build(tmp_path / "worker-cache")
+    group = queue.start_workers(1, env={"ZKQUEUE_STORE_URL": s3, "ZKQUEUE_CACHE_DIR": tmp_path / "worker-cache", **aws})
     queue.ready(group)
     with pytest.raises(JobFailed) as info:
         job.wait(90)
