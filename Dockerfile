@@ -1,6 +1,7 @@
 # zkqueue: workers, Flower, the metrics exporter and the demo, from one image.
 #
-#   docker build -t zkqueue .                              CPU image (python:3.11-slim-bookworm)
+#   docker build -t zkqueue .                              CPU image (python:3.11-slim-bookworm), with s3fs
+#                                                          for an s3:// store
 #   docker build -t zkqueue:gpu --build-arg GPU=1 .        + CuPy, CUDA 12 NVRTC and runtime from PyPI,
 #                                                          and the kernels as cubins for CUDA_ARCHS
 #                                                          (default "sm_80 sm_90"; needs an NVIDIA
@@ -44,7 +45,7 @@ WORKDIR /opt/zkqueue/src
 # Dependencies first, from pyproject.toml alone: editing the code does not reinstall them.
 COPY pyproject.toml ./
 RUN python -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-print("\n".join(p["dependencies"] + (p["optional-dependencies"]["gpu"] if sys.argv[1] == "1" else [])))' \
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["s3"] + (p["optional-dependencies"]["gpu"] if sys.argv[1] == "1" else [])))' \
       "$GPU" > /tmp/requirements.txt \
  && if [ "$GPU" = "1" ]; then echo "$CUPY_SPEC $CUDA_WHEELS" | tr ' ' '\n' >> /tmp/requirements.txt; fi \
  && pip install -r /tmp/requirements.txt \

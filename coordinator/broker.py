@@ -15,7 +15,7 @@ import msgpack
 import redis
 from celery import Celery
 
-from . import keys
+from . import connections, keys
 from zkqueue.config import Settings
 
 TASK_PROVE = "zkqueue.prove_partition"
@@ -39,12 +39,16 @@ def queue_lists(queue: str) -> list[str]:
 
 
 def celery_config(settings: Settings) -> dict:
-    """Configuration shared by senders and workers (tasks/config.py adds the worker side)."""
+    """Configuration shared by senders and workers (tasks/config.py adds the worker side).
+    How to reach the broker (URL, TLS, Sentinel, timeouts) is coordinator/connections.py's."""
+    broker = connections.celery_broker(settings)
     return {
-        "broker_url": settings.redis_url,
-        # kombu's Redis transport behind a guard: junk on a queue goes to the dead-letter
-        # list instead of taking the consumer down (coordinator/transport.py).
-        "broker_transport": "zkqueue.coordinator.transport:GuardedTransport",
+        "broker_url": broker["broker_url"],
+        **({"broker_use_ssl": broker["broker_use_ssl"]} if "broker_use_ssl" in broker else {}),
+        # kombu's Redis (or Sentinel) transport behind a guard: junk on a queue goes to the
+        # dead-letter list instead of taking the consumer down (coordinator/transport.py).
+        "broker_transport": "zkqueue.coordinator.transport:" + (
+            "GuardedSentinelTransport" if connections.parse(settings.redis_url).sentinel else "GuardedTransport"),
         "broker_connection_retry_on_startup": True,
         # Messages carry ids and hashes only; pickle is never accepted (it runs code).
         "task_serializer": "msgpack",
@@ -56,6 +60,7 @@ def celery_config(settings: Settings) -> dict:
         "task_create_missing_queues": True,
         "task_default_queue": keys.SHARED_QUEUE,
         "broker_transport_options": {
+            **broker["broker_transport_options"],
             "visibility_timeout": settings.visibility_timeout_s,
             "priority_steps": PRIORITY_STEPS,
             "sep": PRIORITY_SEP,
@@ -177,10 +182,15 @@ def task_slot(envelope) -> tuple[str, str, int] | None:
 
 
 def queue_names(r: redis.Redis) -> list[str]:
-    """The shared queue, the synthesis queue and every worker's own queue that exists now."""
+    """The shared queue, the synthesis queue and the own queue of every worker the registry
+    knows (zkq:workers keeps a worker until the reaper forgets it and deletes its queue).
+    No SCAN: the worker and client roles may not list the keyspace (deploy/redis/users.acl).
+
+    Raises:
+        redis.RedisError: Redis cannot be reached.
+    """
     names = {keys.SHARED_QUEUE, keys.SYNTH_QUEUE}
-    for name in r.scan_iter(match=keys.worker_queue("*"), count=500):
-        names.add(name.decode().split(PRIORITY_SEP)[0])
+    names.update(keys.worker_queue(w.decode()) for w in r.zrange(keys.workers(), 0, -1))
     return sorted(names)
 
 

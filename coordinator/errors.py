@@ -26,19 +26,20 @@ class BadRequest(ZkqueueError):
 
 
 class StoreError(ZkqueueError):
-    """The artifact store failed."""
+    """The artifact store failed. A store fault is never the input's: the user's bytes were
+    checked against their sha256 when they were put (tasks/outcomes.py retries it)."""
 
     retryable = True
 
 
 class ArtifactMissing(StoreError):
-    """An artifact named by a job is not in the store (a shared store may still be syncing)."""
+    """An artifact named by a job is not in the store (a shared store may still be syncing,
+    or it was removed as corrupt and no put has restored it yet)."""
 
 
 class ArtifactCorrupt(StoreError):
-    """Stored bytes do not hash to their name; the same bytes fail everywhere."""
-
-    retryable = False
+    """Stored bytes do not hash to their name: the store damaged them (the client hashed what
+    it put). The store removes the object, so the next put of the good bytes restores it."""
 
 
 class JobError(ZkqueueError):

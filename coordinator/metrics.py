@@ -18,7 +18,7 @@ import time
 
 import redis
 
-from . import deadletter, keys
+from . import connections, deadletter, keys
 from .broker import UNACKED_HASH, queue_lists, queue_names
 from .quarantine import quarantined
 from .registry import Registry, redis_time
@@ -62,7 +62,7 @@ class QueueCollector:
     """A prometheus_client collector reading snapshot() on every scrape."""
 
     def __init__(self, settings: Settings):
-        self.r = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+        self.r = connections.client(settings, socket_timeout_s=5)
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily

@@ -25,11 +25,14 @@ import time
 import redis
 
 from . import keys
-from .broker import queue_lists, unacked_slots, waiting_slots
+from .broker import queue_lists, unacked_slots
+from .queue_index import QueueIndex
 from .registry import redis_time
 from .scheduler import Scheduler, what
 
 log = logging.getLogger("zkqueue.reaper")
+
+DUE_BATCH = 500          # due slots read per round trip
 
 # Unlock only if still ours, so a slow owner never deletes a successor's lock.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -48,6 +51,9 @@ class Reaper:
         self._renew = scheduler.r.register_script(_RENEW)
         self._release = scheduler.r.register_script(_RELEASE)
         self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
+        # What waits on the queues, read incrementally: a full read per check would cost
+        # O(queued messages) every tick.
+        self._queued = QueueIndex(scheduler.r)
 
     def acquire(self) -> bool:
         """Takes or renews the reaper lock; True when this process is the reaper now."""
@@ -68,25 +74,33 @@ class Reaper:
         if not self.acquire():
             return 0
         acted = 0
-        checks = []
-        for raw in self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=500):
-            job_id, slot = keys.parse_member(raw.decode())
-            out = self.s.reap(job_id, slot)
-            if out.kind == "resend":
-                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
-                self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
-                acted += 1
-            elif out.kind == "lost":
-                acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
-            elif out.kind == "check":
-                checks.append((job_id, slot, int(out.detail[0])))
-            elif out.kind == "parked":
-                acted += self._unpark(job_id, slot, int(out.detail[0]))
-            elif out.kind == "gave_up":
-                log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
-                acted += 1
-        if checks:
-            acted += self._resend_missing(checks)
+        # Due slots in batches, oldest deadline first, until none is left or the tick has
+        # used its interval: one batch a tick falls behind when many partitions are queued
+        # (each is checked every queued_check_s), and a lease that expired waits behind them.
+        budget_end = time.monotonic() + self.interval_s
+        while True:
+            due = self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=DUE_BATCH)
+            checks = []
+            for raw in due:
+                job_id, slot = keys.parse_member(raw.decode())
+                out = self.s.reap(job_id, slot)
+                if out.kind == "resend":
+                    log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
+                    self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
+                    acted += 1
+                elif out.kind == "lost":
+                    acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
+                elif out.kind == "check":
+                    checks.append((job_id, slot, int(out.detail[0])))
+                elif out.kind == "parked":
+                    acted += self._unpark(job_id, slot, int(out.detail[0]))
+                elif out.kind == "gave_up":
+                    log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
+                    acted += 1
+            if checks:
+                acted += self._resend_missing(checks)
+            if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
+                break
         acted += self._adopt_orphans()
         for raw in self.s.r.zrange(keys.routed(), 0, -1):
             job_id, slot = keys.parse_member(raw.decode())
@@ -125,11 +139,12 @@ class Reaper:
         delivered to no consumer (lost from the broker: an append-only-file gap, a deleted
         queue). A witness whose message waits while no live worker takes synthesis is the
         one special case: unserved.lua fails its job after orphan_timeout_s."""
-        present = waiting_slots(self.s.r) | {slot for _, slot in unacked_slots(self.s.r)}
+        self._queued.refresh()
+        unacked = {slot for _, slot in unacked_slots(self.s.r)}
         unserved = None
         acted = 0
         for job_id, slot, token in checks:
-            if (job_id, slot, token) in present:
+            if (job_id, slot, token) in self._queued or (job_id, slot, token) in unacked:
                 if keys.slot_kind(slot) == "synth":
                     unserved = unserved_reason(self.s.registry.live()) if unserved is None else unserved
                     if self.s.unserved(job_id, slot, token, reason=unserved) == "failed":

@@ -19,7 +19,7 @@ import redis
 
 from zkqueue.config import Settings
 
-from . import keys
+from . import connections, keys
 from .barrier import Barrier, Outcome
 from .broker import RETRY_PRIORITY, Sender
 from .jobs import Priority
@@ -33,10 +33,9 @@ ELECTED = "finalize="
 
 
 def connect(settings: Settings) -> redis.Redis:
-    """A Redis client for `settings.redis_url` (socket timeouts so a dead Redis is an error,
-    not a hang)."""
-    return redis.Redis.from_url(settings.redis_url, socket_timeout=30, socket_connect_timeout=10,
-                                health_check_interval=30)
+    """A Redis client for `settings.redis_url` (coordinator/connections.py: TLS, the role's
+    user, Sentinel; socket timeouts so a dead Redis is an error, not a hang)."""
+    return connections.client(settings)
 
 
 def what(slot) -> str:

@@ -30,8 +30,9 @@ from .broker import decode_task
 log = logging.getLogger("zkqueue.broker")
 
 
-class GuardedChannel(kombu_redis.Channel):
-    """kombu's Redis channel, admitting only messages a zkqueue worker can run."""
+class _Guard:
+    """The guard, mixed into kombu's Redis channel and its Sentinel channel alike: admits
+    only messages a zkqueue worker can run."""
 
     def _admit(self, raw: bytes, queue: str) -> dict | None:
         """The envelope of `raw`, or None when it went to the dead-letter list instead."""
@@ -96,10 +97,24 @@ class GuardedChannel(kombu_redis.Channel):
             raise Empty()
 
 
+class GuardedChannel(_Guard, kombu_redis.Channel):
+    """kombu's Redis channel with the guard."""
+
+
+class GuardedSentinelChannel(_Guard, kombu_redis.SentinelChannel):
+    """kombu's Redis Sentinel channel with the guard."""
+
+
 class GuardedTransport(kombu_redis.Transport):
     """kombu's Redis transport with GuardedChannel."""
 
     Channel = GuardedChannel
+
+
+class GuardedSentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Redis Sentinel transport with GuardedSentinelChannel."""
+
+    Channel = GuardedSentinelChannel
 
 
 def _redis_time(client) -> float:

@@ -14,6 +14,10 @@ command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)   # headless, for the Flower dashboard test
+command -v ip >/dev/null || need_apt+=(iproute2)   # network namespaces: the fleet tests' hosts
+command -v unshare >/dev/null || need_apt+=(util-linux)
+command -v openssl >/dev/null || need_apt+=(openssl)   # the fleet tests' CA and certificates
+command -v redis-server >/dev/null || need_apt+=(redis-server)   # the fleet tests run their own (TLS, Sentinel)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} with apt-get"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"

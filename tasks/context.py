@@ -50,7 +50,8 @@ class Context:
 
     @cached_property
     def store(self) -> ArtifactStore:
-        return ArtifactStore(self.settings.store_url, cache_dir=self.proc.cache_path / "artifacts")
+        return ArtifactStore(self.settings.store_url, cache_dir=self.proc.cache_path / "artifacts",
+                             cache_bytes=self.proc.store_cache_bytes, part_bytes=self.proc.store_part_bytes)
 
     @cached_property
     def faults(self) -> faults.Faults:

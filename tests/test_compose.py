@@ -55,12 +55,24 @@ def test_every_variable_set_is_read_by_zkqueue(name):
     assert not unknown, f"{name} sets {sorted(unknown)}, which nothing in zkqueue reads"
 
 
-def test_redis_is_persistent_and_password_protected():
+ROLE_OF = {"worker-gpu": "worker", "worker-cpu": "worker", "flower": "admin", "metrics": "client", "demo": "client"}
+
+
+def test_redis_is_persistent_tls_only_with_one_user_per_role():
     cmd = " ".join(SERVICES["redis"]["command"])
     assert "--appendonly yes" in cmd
-    assert "--requirepass ${REDIS_PASSWORD" in cmd
+    assert "--port 0 --tls-port 6379" in cmd and "--tls-cert-file /etc/zkqueue/tls/redis.crt" in cmd
+    assert "render-users.sh /etc/zkqueue/redis/users.acl /data/users.acl" in cmd and "--aclfile /data/users.acl" in cmd
+    assert "./deploy/redis:/etc/zkqueue/redis:ro" in SERVICES["redis"]["volumes"]
+    assert (ROOT / "deploy" / "redis" / "users.acl").is_file() and (ROOT / "deploy" / "redis" / "render-users.sh").is_file()
+    assert "requirepass" not in cmd                      # no shared password: users
     for name, s in OURS.items():
-        assert "${REDIS_PASSWORD" in s["environment"]["ZKQUEUE_REDIS_URL"], name
+        role = ROLE_OF[name]
+        url = s["environment"]["ZKQUEUE_REDIS_URL"]
+        assert url.startswith(f"rediss://{role}:${{REDIS_{role.upper()}_PASSWORD:?"), (name, url)
+        assert s["environment"]["ZKQUEUE_REDIS_CA_FILE"] == "/etc/zkqueue/tls/ca.crt", name
+    health = " ".join(SERVICES["redis"]["healthcheck"]["test"])
+    assert "--tls" in health and "--user admin" in health
 
 
 def test_gpu_workers_reserve_devices_and_cpu_workers_have_their_profile():

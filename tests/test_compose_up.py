@@ -206,7 +206,12 @@ def stack():
         times["base_image_s"] = round(time.monotonic() - t, 1)
         s = Stack(env=env, project=f"zkqci{os.getpid()}{secrets.token_hex(3)}", base_image=base,
                   compose_cmd=compose_cli(env), flower_port=free_ports(1), metrics_port=free_ports(1), times=times)
-        env.update(BASE_IMAGE=base, REDIS_IMAGE=base, REDIS_PASSWORD=secrets.token_hex(16),
+        # The README's steps: certificates for Redis's TLS, one password per Redis role.
+        tls_dir = WORK / f"{s.project}.tls"
+        run(["bash", str(ROOT / "scripts/tls-certs.sh"), str(tls_dir), "redis"], env=env, timeout_s=60)
+        env.update(BASE_IMAGE=base, REDIS_IMAGE=base, TLS_DIR=str(tls_dir),
+                   REDIS_ADMIN_PASSWORD=secrets.token_hex(16), REDIS_WORKER_PASSWORD=secrets.token_hex(16),
+                   REDIS_CLIENT_PASSWORD=secrets.token_hex(16),
                    ZKQUEUE_FLOWER_AUTH=f"ci:{secrets.token_hex(12)}",
                    FLOWER_HOST_PORT=str(s.flower_port), METRICS_HOST_PORT=str(s.metrics_port))
         try:
@@ -215,6 +220,7 @@ def stack():
             s.run("--profile", "demo", "--profile", "gpu", "down", "-v", "--remove-orphans", "-t", "5",
                   timeout_s=300, check=False)
             (WORK / f"{s.project}.fault.yaml").unlink(missing_ok=True)
+            shutil.rmtree(WORK / f"{s.project}.tls", ignore_errors=True)
             times["total_s"] = round(time.monotonic() - t0, 1)
             print(f"\ncompose timings: {json.dumps(times)}")
             (WORK / "compose-times.json").write_text(json.dumps(times, indent=1) + "\n")
@@ -352,7 +358,10 @@ def test_redis_restart_mid_job_keeps_the_append_only_file(stack, tmp_path):
     # one verifies on the host.
     out_dir = f"/tmp/zkq-{job}"
     proc = stack.run("exec", "-T", "metrics", "zkqueue", "wait", job, "--timeout", "180", "-q", "--out", out_dir,
-                     timeout_s=240)
+                     timeout_s=240, check=False)
+    assert proc.returncode == 0, (f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}\ndemo ({demo_rc}):\n{demo.output[-3000:]}"
+                                  f"\nredis:\n{stack.docker('logs', redis, check=False).stdout[-4000:]}"
+                                  f"{stack.docker('logs', redis, check=False).stderr[-4000:]}")
     assert f"{DEMO_PARTITIONS} verified proofs" in proc.stdout, proc.stdout
     stack.times["redis_restart_job_s"] = round(time.monotonic() - t, 1)
     stack.docker("cp", f"{stack.containers('metrics')[0]}:{out_dir}", str(tmp_path / "proofs"))

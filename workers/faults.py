@@ -13,6 +13,12 @@ injected where the real fault happens, never after the check meant to catch it:
     corrupt              report corrupted proofs after the worker's own check (pi_c replaced by
                          pi_a: parses, never verifies): a worker that lies, or a corrupting
                          transport, which only finalize can catch
+    fake-prove:SECONDS   BENCH ONLY (bench/one_redis): no proving. Each witness is proved for
+                         real once per process; every later partition with the same witness
+                         sleeps SECONDS (a stand-in for a GPU's proving time) and returns that
+                         same, valid, proof. It measures the queue, not the prover. Like every
+                         fault here it changes the worker's build in its fingerprint and logs
+                         "TEST FAULT ACTIVE" at start.
 
 A worker logs a warning when a fault is set.
 """
@@ -35,6 +41,7 @@ class Faults:
     msm_wrong: bool = False
     hang: bool = False
     hang_first: bool = False
+    fake_prove_s: float = 0.0
 
     @property
     def any(self) -> bool:
@@ -107,12 +114,14 @@ def parse(spec: str | None) -> Faults:
         name, _, arg = item.partition(":")
         if name == "slow":
             kw["slow_s"] = float(arg)
+        elif name == "fake-prove":
+            kw["fake_prove_s"] = float(arg)
         elif name == "slow-first":
             kw["slow_first_s"] = float(arg)
         elif name in flags:
             kw[flags[name]] = True
         else:
             raise ValueError(f"unknown fault {item!r} in ZKQUEUE_FAULT "
-                             f"(slow:S, slow-first:S, {', '.join(flags)})")
+                             f"(slow:S, slow-first:S, fake-prove:S, {', '.join(flags)})")
     return Faults(**kw)
 

@@ -75,9 +75,15 @@ def _plain(value) -> str:
 # Fleet-wide: every process of a deployment must see the same values.
 FLEET_VARS = (
     Var("redis_url", str, "redis://127.0.0.1:6379/0", FLEET,
-        "broker and job state (`redis://:PASSWORD@host:6379/0` with a password)"),
+        "broker and job state: `redis://USER:PASSWORD@host:6379/0`, `rediss://...` over TLS, or "
+        "`sentinel://USER:PASSWORD@s1:26379,s2:26379,s3:26379/0` (`sentinels://` over TLS) to follow "
+        "a failover; the host part must agree fleet-wide, the user is each process's role "
+        "(deploy/redis/users.acl)"),
+    Var("redis_sentinel_master", str, "zkqueue", FLEET,
+        "the name the sentinels monitor the primary under (`sentinel://` URLs only)"),
     Var("store_url", str, "", FLEET,
-        "artifact store, any fsspec URL; must be shared by every machine (`s3://...`, NFS)",
+        "artifact store, any fsspec URL; must be shared by every machine (`s3://bucket/prefix`: endpoint, "
+        "credentials and region from the usual `AWS_*` variables or profile, see below)",
         shown="`$XDG_DATA_HOME/zkqueue/store` (`~/.local/share/zkqueue/store`)"),
     Var("lease_ttl_s", float, 6.0, FLEET, "a worker silent this long loses its partition to the reaper"),
     Var("reaper_interval_s", float, 1.0, FLEET, "how often the reaper looks for expired deadlines"),
@@ -114,6 +120,18 @@ PROCESS_VARS = (
     Var("backend", str, "auto", PROCESS, "`cpu`, `cuda` or `auto` for `zkqueue prove`"),
     Var("cache_dir", str, "", PROCESS, "local caches: store artifacts, compiled native kernels, circuits",
         shown="`~/.cache/zkqueue`"),
+    Var("store_cache_bytes", int, 20 << 30, PROCESS,
+        "a remote store's objects (proving keys, witnesses) kept in `CACHE_DIR/artifacts`, shared by the "
+        "host's processes (each object fetched once per host), least recently used evicted beyond this"),
+    Var("store_part_bytes", int, 64 << 20, PROCESS,
+        "uploads to an object store of at least twice this size go in parts of this size (S3 multipart; "
+        "at least 5 MiB)"),
+    Var("redis_ca_file", str, "", PROCESS,
+        "CA certificates (PEM) that Redis's and the sentinels' TLS certificates must chain to "
+        "(`rediss://`, `sentinels://`)", shown="the system's"),
+    Var("redis_cert_file", str, "", PROCESS,
+        "client certificate (PEM) for a Redis that requires one (`tls-auth-clients yes`)", shown="none"),
+    Var("redis_key_file", str, "", PROCESS, "the client certificate's private key (PEM)", shown="none"),
     Var("wasm_cache", str, "", PROCESS, "compiled circom `.wasm` calculators (`off` disables it, or a directory)",
         shown="`CACHE_DIR/wasm`"),
     Var("cpu_arith", str, "", PROCESS, "CPU field arithmetic: `x86-adx` (mulx/adx) or `portable`",
