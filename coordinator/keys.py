@@ -93,6 +93,7 @@ from __future__ import annotations
 
 PREFIX = "zkq"
 FINALIZE_SLOT = "finalize"
+QUEUE_PREFIX = "zkq."          # every Celery queue of zkqueue's starts so
 SHARED_QUEUE = "zkq.prove"
 SYNTH_QUEUE = "zkq.synth"
 SYNTH_PREFIX = "s"          # slot "s{i}": partition i's witness synthesis

@@ -35,7 +35,11 @@ class _Guard:
     only messages a zkqueue worker can run."""
 
     def _admit(self, raw: bytes, queue: str) -> dict | None:
-        """The envelope of `raw`, or None when it went to the dead-letter list instead."""
+        """The envelope of `raw`, or None when it went to the dead-letter list instead. Only
+        zkqueue's own queues are guarded: Celery's control replies (Flower's inspect, on
+        "*.reply.celery.pidbox" lists) are not tasks, and pass as kombu reads them."""
+        if not queue.startswith(keys.QUEUE_PREFIX):
+            return loads(bytes_to_str(raw))
         try:
             envelope = loads(bytes_to_str(raw))
         except (ValueError, TypeError):

@@ -55,7 +55,8 @@ def test_every_variable_set_is_read_by_zkqueue(name):
     assert not unknown, f"{name} sets {sorted(unknown)}, which nothing in zkqueue reads"
 
 
-ROLE_OF = {"worker-gpu": "worker", "worker-cpu": "worker", "flower": "admin", "metrics": "client", "demo": "client"}
+ROLE_OF = {"worker-gpu": "worker", "worker-cpu": "worker", "flower": "admin", "metrics": "client", "demo": "client",
+           "api": "client"}
 
 
 def test_redis_is_persistent_tls_only_with_one_user_per_role():

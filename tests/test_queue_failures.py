@@ -194,12 +194,14 @@ def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue
     probe = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], env=dict(os.environ, **skew),
                            capture_output=True, text=True, check=True)
     assert 29 < float(probe.stdout) - time.time() < 31, "the clock skew library did not take"
-    # Partitions outlast the lease TTL (TEST_TIMERS: 3 s), so every lease lives on refreshes alone.
-    skewed = queue.start_workers(1, fault="slow:5", env=skew)
+    # A test about leases: production's lease TTL (6 s), which partitions outlast, so every
+    # lease lives on refreshes alone.
+    skew["ZKQUEUE_LEASE_TTL_S"] = "6"
+    skewed = queue.start_workers(1, fault="slow:8", env=skew)
     skewed_id = queue.ready(skewed)[0]["worker"]
     # The skewed worker runs the reaper: it is the one that could steal live leases.
     wait_until(lambda: queue.r.get(keys.reaper_lock()) == skewed_id.encode(), 10, "the skewed worker to reap")
-    normal = queue.start_workers(1, fault="slow:5")
+    normal = queue.start_workers(1, fault="slow:8", env={"ZKQUEUE_LEASE_TTL_S": "6"})
     normal_id = queue.ready(normal)[0]["worker"]
     job = queue.client().submit(ZKEY, PARTITIONS)
     job.wait(120)
