@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import redis
 
-from fleet_support import (CHAIN, PARTITIONS, REDIS_TLS_PORT, admin_client, free_port, make_certs, make_passwords,
+from fleet_support import (CHAIN, PARTITIONS, admin_client, free_port, make_certs, make_passwords,
                            redis_command, render_acl, role_url, seed_native_build, tls_env, wait_redis, wait_until, zkqueue_cmd,
                            zkqueue_env)
 from queue_support import ROOT
