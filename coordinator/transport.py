@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from queue import Empty
 
+import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
@@ -48,8 +49,13 @@ class _Guard:
             msg = decode_task(envelope)
         except ValueError as exc:
             return self._dead(raw, queue, str(exc))
-        with self.conn_or_acquire() as client:
-            n = client.hget(keys.job(msg.job_id), "n")
+        try:
+            with self.conn_or_acquire() as client:
+                n = client.hget(keys.job(msg.job_id), "n")
+        except redis.RedisError:
+            # Redis unreachable for a moment (the message is already off its list): deliver it
+            # and let the task's claim decide, rather than lose it here.
+            return envelope
         if n is None:
             return self._dead(raw, queue, f"{msg.task}: no job {msg.job_id} (never submitted, expired, or lost "
                                           "with Redis's data)")
