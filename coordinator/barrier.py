@@ -135,6 +135,7 @@ class Barrier:
             "job": job_id, "slot": slot, "prefix": keys.PREFIX, "sep": keys.MEMBER_SEP, "keys": list(spec.keys),
             "settings": {s: getattr(self.settings, s) for s in PRELUDE_SETTINGS + spec.settings},
         }
-        key_names = [keys.job(job_id), keys.slot(job_id, slot), keys.deadlines(), keys.events(job_id), keys.routed()]
+        key_names = [keys.job(job_id), keys.slot(job_id, slot), keys.deadlines(), keys.events(job_id), keys.routed(),
+                     keys.checks()]
         key_names += [SHARED_KEYS[k] for k in spec.keys]
         return _outcome(self._scripts[name](keys=key_names, args=[json.dumps(context), json.dumps(args)]))

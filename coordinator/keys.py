@@ -38,6 +38,10 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            the lease expiry (never past the run deadline) of a
                                            running slot, the send grace of a slot whose message
                                            is being sent, the next message check of a queued one
+    zkq:checks                     zset    "{job}|{slot}" -> when the reaper checks that a queued
+                                           slot's message is still on its queue (apart from
+                                           zkq:deadlines, which it serves first: no lease waits
+                                           behind the checks of a long queue)
     zkq:routed                     zset    "{job}|{slot}" -> routed at: slots queued on one
                                            worker's own queue (re-routed if that worker dies)
     zkq:worker:{worker}            string  JSON heartbeat of a live worker, with a TTL
@@ -134,6 +138,10 @@ def request(request_id: str) -> str:
 
 def deadlines() -> str:
     return f"{PREFIX}:deadlines"
+
+
+def checks() -> str:
+    return f"{PREFIX}:checks"
 
 
 def routed() -> str:

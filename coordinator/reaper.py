@@ -75,37 +75,44 @@ class Reaper:
             return 0
         acted = 0
         # Due slots in batches, oldest deadline first, until none is left or the tick has
-        # used its interval: one batch a tick falls behind when many partitions are queued
-        # (each is checked every queued_check_s), and a lease that expired waits behind them.
+        # used its interval: first zkq:deadlines (sends, leases, parked slots), then with what
+        # is left of the interval zkq:checks (queued messages to look for), so that a lease
+        # that expired never waits behind the checks of a long queue.
         budget_end = time.monotonic() + self.interval_s
-        while True:
-            due = self.s.r.zrangebyscore(keys.deadlines(), "-inf", redis_time(self.s.r), start=0, num=DUE_BATCH)
-            checks = []
-            for raw in due:
-                job_id, slot = keys.parse_member(raw.decode())
-                out = self.s.reap(job_id, slot)
-                if out.kind == "resend":
-                    log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
-                    self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
-                    acted += 1
-                elif out.kind == "lost":
-                    acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
-                elif out.kind == "check":
-                    checks.append((job_id, slot, int(out.detail[0])))
-                elif out.kind == "parked":
-                    acted += self._unpark(job_id, slot, int(out.detail[0]))
-                elif out.kind == "gave_up":
-                    log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
-                    acted += 1
-            if checks:
-                acted += self._resend_missing(checks)
-            if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
-                break
+        for zset in (keys.deadlines(), keys.checks()):
+            while True:
+                due = self.s.r.zrangebyscore(zset, "-inf", redis_time(self.s.r), start=0, num=DUE_BATCH)
+                acted += self._reap(due)
+                if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
+                    break
         acted += self._adopt_orphans()
         for raw in self.s.r.zrange(keys.routed(), 0, -1):
             job_id, slot = keys.parse_member(raw.decode())
             acted += self._routed(job_id, slot)
         self._forget_dead_workers()
+        return acted
+
+    def _reap(self, due: list[bytes]) -> int:
+        """Acts on slots whose deadline passed (reap.lua decides what each calls for)."""
+        acted, checks = 0, []
+        for raw in due:
+            job_id, slot = keys.parse_member(raw.decode())
+            out = self.s.reap(job_id, slot)
+            if out.kind == "resend":
+                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
+                self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
+                acted += 1
+            elif out.kind == "lost":
+                acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
+            elif out.kind == "check":
+                checks.append((job_id, slot, int(out.detail[0])))
+            elif out.kind == "parked":
+                acted += self._unpark(job_id, slot, int(out.detail[0]))
+            elif out.kind == "gave_up":
+                log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
+                acted += 1
+        if checks:
+            acted += self._resend_missing(checks)
         return acted
 
     def _lost(self, job_id: str, slot: str, token: int, worker: str, overdue: bool) -> int:

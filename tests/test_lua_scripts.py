@@ -15,7 +15,7 @@ from zkqueue.config import FLEET_VARS, Settings
 from zkqueue.coordinator.barrier import PRELUDE_SETTINGS, SHARED_KEYS, Barrier, script_names, script_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-PRELUDE_KEYS = {"job", "slot", "deadlines", "events", "routed"}
+PRELUDE_KEYS = {"job", "slot", "deadlines", "events", "routed", "checks"}
 # Every Python file that may call a script (this one calls two wrongly on purpose, below).
 SOURCES = [p for folder in ("coordinator", "tasks", "workers", "zkqueue", "tests", "bench")
            for p in (ROOT / folder).rglob("*.py") if p != Path(__file__).resolve()]

@@ -37,7 +37,7 @@ move(slot, 'running')
 redis.call('HINCRBY', K.job, 'attempts', 1)
 redis.call('HSET', K.slot, 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
            'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
-redis.call('ZADD', K.deadlines, math.min(now + S.lease_ttl_s, run_deadline), member)
+deadline_at(member, math.min(now + S.lease_ttl_s, run_deadline))
 redis.call('ZREM', K.routed, member)
 if js == 'queued' then redis.call('HSET', K.job, 'state', 'running', 'started_at', now_s) end
 local started = kind == 'synth' and 'synth_started' or 'started'

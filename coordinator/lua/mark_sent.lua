@@ -5,5 +5,5 @@
 -- Returns 1, or 0 when the slot moved on meanwhile.
 if not current(A.token, 'sending') then return 0 end
 move(slot, 'queued')
-redis.call('ZADD', K.deadlines, now + S.queued_check_s, member)
+check_at(member, now + S.queued_check_s)
 return 1

@@ -13,7 +13,7 @@ redis.call('HINCRBY', K.slot, 'token', 1)      -- any message still out there is
 move(slot, 'parked')
 redis.call('HSET', K.slot, 'parked_reason', A.reason, 'routed_to', '')
 if not hget(K.slot, 'parked_since') then redis.call('HSET', K.slot, 'parked_since', now_s) end
-redis.call('ZADD', K.deadlines, now + S.reaper_interval_s, member)
+deadline_at(member, now + S.reaper_interval_s)
 redis.call('ZREM', K.routed, member)
 event({event = 'parked', reason = A.reason})
 redis.call('PUBLISH', channel, 'parked')

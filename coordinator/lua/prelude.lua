@@ -3,8 +3,8 @@
 --
 -- Every script is called the same way:
 --   KEYS[1] zkq:job:{job}   KEYS[2] zkq:job:{job}:slot:{slot}   KEYS[3] zkq:deadlines
---   KEYS[4] zkq:job:{job}:events   KEYS[5] zkq:routed
---   KEYS[6..] the shared keys its header names on its "keys:" line, in that order: K.<name>
+--   KEYS[4] zkq:job:{job}:events   KEYS[5] zkq:routed   KEYS[6] zkq:checks
+--   KEYS[7..] the shared keys its header names on its "keys:" line, in that order: K.<name>
 --   ARGV[1] JSON context: job, slot, prefix, sep, keys (those names) and settings: the fleet
 --           settings its "settings:" line names, and result_ttl_s (S.<name>)
 --   ARGV[2] JSON object of its own arguments: exactly the names on its "args:" line (A.<name>)
@@ -25,8 +25,9 @@
 local C = cjson.decode(ARGV[1])
 local A = cjson.decode(ARGV[2])
 local S = C.settings
-local K = {job = KEYS[1], slot = KEYS[2], deadlines = KEYS[3], events = KEYS[4], routed = KEYS[5]}
-for i, name in ipairs(C.keys) do K[name] = KEYS[5 + i] end
+local K = {job = KEYS[1], slot = KEYS[2], deadlines = KEYS[3], events = KEYS[4], routed = KEYS[5],
+           checks = KEYS[6]}
+for i, name in ipairs(C.keys) do K[name] = KEYS[6 + i] end
 local job_id, slot, sep = C.job, C.slot, C.sep
 local job_prefix = C.prefix .. ':job:' .. job_id
 local channel = job_prefix .. ':notify'
@@ -38,6 +39,23 @@ local function hget(key, field) return redis.call('HGET', key, field) end
 local function slot_key(s) return job_prefix .. ':slot:' .. s end
 local function member_of(s) return job_id .. sep .. s end
 local member = member_of(slot)
+
+-- A live slot has one next deadline, in one of two sets: `deadlines` (a message being sent,
+-- a lease, a parked slot) or `checks` (is a queued message still on its queue?). The reaper
+-- serves `deadlines` first, so that however many partitions are queued, an expired lease
+-- never waits behind their checks.
+local function deadline_at(m, t)
+  redis.call('ZADD', K.deadlines, t, m)
+  redis.call('ZREM', K.checks, m)
+end
+local function check_at(m, t)
+  redis.call('ZADD', K.checks, t, m)
+  redis.call('ZREM', K.deadlines, m)
+end
+local function no_deadline(m)
+  redis.call('ZREM', K.deadlines, m)
+  redis.call('ZREM', K.checks, m)
+end
 
 -- 'prove' ("3"), 'synth' ("s3": partition 3's witness) or 'finalize'.
 local function kind_of(s)
@@ -115,7 +133,7 @@ local function each_slot(fn)
 end
 local function drop_members()
   each_slot(function(s)
-    redis.call('ZREM', K.deadlines, member_of(s))
+    no_deadline(member_of(s))
     redis.call('ZREM', K.routed, member_of(s))
   end)
 end
@@ -147,7 +165,7 @@ local function resend_slot(s, route)
   local newtok = redis.call('HINCRBY', key, 'token', 1)
   move(s, 'sending')
   redis.call('HSET', key, 'routed_to', route, 'enqueued_at', now_s)
-  redis.call('ZADD', K.deadlines, now + S.send_grace_s, m)
+  deadline_at(m, now + S.send_grace_s)
   if route ~= '' then redis.call('ZADD', K.routed, now, m) else redis.call('ZREM', K.routed, m) end
   return newtok
 end
@@ -160,7 +178,7 @@ local function fail_partition(reason, s)
   s = s or slot
   local p = index_of(s)
   for _, each in ipairs({p, 's' .. p}) do
-    redis.call('ZREM', K.deadlines, member_of(each))
+    no_deadline(member_of(each))
     redis.call('ZREM', K.routed, member_of(each))
   end
   if redis.call('HGET', slot_key(p), 'state') ~= 'failed' then redis.call('HINCRBY', K.job, 'failed', 1) end

@@ -9,20 +9,20 @@
 --   {'check', token, route}           `queued` for queued_check_s: check its message still exists
 --   {'parked', token}                 `parked`: look for an eligible worker (reroute.lua)
 --   {'gave_up'}                       parked for orphan_timeout_s: given up with its reason
-local due = tonumber(redis.call('ZSCORE', K.deadlines, member) or '')
+local due = tonumber(redis.call('ZSCORE', K.deadlines, member) or redis.call('ZSCORE', K.checks, member) or '')
 if not due or due > now then return {'none'} end
 if not live(hget(K.job, 'state')) then
-  redis.call('ZREM', K.deadlines, member)
+  no_deadline(member)
   return {'none'}
 end
 local st, tok = hget(K.slot, 'state'), tostring(hget(K.slot, 'token'))
 local route = tostring(hget(K.slot, 'routed_to') or '')
 if st == 'sending' then
-  redis.call('ZADD', K.deadlines, now + S.send_grace_s, member)
+  deadline_at(member, now + S.send_grace_s)
   return {'resend', tok, route}
 end
 if st == 'queued' then
-  redis.call('ZADD', K.deadlines, now + S.queued_check_s, member)
+  check_at(member, now + S.queued_check_s)
   return {'check', tok, route}
 end
 if st == 'running' then
@@ -35,8 +35,8 @@ if st == 'parked' then
     give_up(subject() .. ' ' .. tostring(hget(K.slot, 'parked_reason')))
     return done({'gave_up'})
   end
-  redis.call('ZADD', K.deadlines, now + S.reaper_interval_s, member)
+  deadline_at(member, now + S.reaper_interval_s)
   return {'parked', tok}
 end
-redis.call('ZREM', K.deadlines, member)
+no_deadline(member)
 return {'none'}

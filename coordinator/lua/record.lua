@@ -14,7 +14,7 @@ local results = job_prefix .. ':results'
 if redis.call('HSETNX', results, slot, A.payload) == 0 then return {'duplicate'} end
 move(slot, 'proved')
 redis.call('HSET', K.slot, 'finished_at', now_s, 'producer', A.worker)
-redis.call('ZREM', K.deadlines, member)
+no_deadline(member)
 redis.call('ZREM', K.routed, member)
 event({event = 'proved', attempt = tonumber(hget(K.slot, 'attempts') or '0'), worker = A.worker})
 redis.call('PUBLISH', channel, 'proved')

@@ -9,5 +9,5 @@ if not live(hget(K.job, 'state')) then return 'job_over' end
 if not current(A.token, 'running', A.worker) then return 'lost' end
 local run_deadline = tonumber(hget(K.slot, 'run_deadline') or '0')
 if now >= run_deadline then return 'overdue' end
-redis.call('ZADD', K.deadlines, math.min(now + S.lease_ttl_s, run_deadline), member)
+deadline_at(member, math.min(now + S.lease_ttl_s, run_deadline))
 return 'ok'

@@ -38,7 +38,7 @@ end
 redis.call('HDEL', K.job, 'finalize_sent')
 move(slot, 'idle')
 redis.call('HSET', K.slot, 'finished_at', now_s)
-redis.call('ZREM', K.deadlines, member)
+no_deadline(member)
 redis.call('PUBLISH', channel, 'requeued')
 for _, item in ipairs(spent) do
   if live(hget(K.job, 'state')) then fail_partition(item[2], item[1]) end

@@ -13,7 +13,7 @@ if A.tag ~= '' then
   redis.call('ZREM', K.unacked_index, A.tag)
 end
 move(slot, 'sending')
-redis.call('ZADD', K.deadlines, now + S.send_grace_s, member)
+deadline_at(member, now + S.send_grace_s)
 event({event = 'resent', reason = A.tag ~= '' and 'its message was taken by a worker that died before starting it'
                                     or 'its message was not on any queue'})
 return {'resend', tostring(hget(K.slot, 'routed_to') or '')}

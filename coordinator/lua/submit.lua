@@ -23,7 +23,7 @@ move(slot, 'idle')
 local function new_slot(s, state, token, ...)
   move(s, state)
   redis.call('HSET', slot_key(s), 'token', token, 'attempts', 0, 'enqueued_at', now_s, 'routed_to', '', ...)
-  if state == 'sending' then redis.call('ZADD', K.deadlines, now + S.send_grace_s, member_of(s)) end
+  if state == 'sending' then deadline_at(member_of(s), now + S.send_grace_s) end
 end
 for i = 0, n - 1 do
   if #A.inputs > 0 then

@@ -10,7 +10,7 @@ local partition = index_of(slot)
 move(slot, 'done')
 redis.call('HSET', K.slot, 'witness', A.witness, 'finished_at', now_s,
            'synth_s', string.format('%.6f', A.synth_s))
-redis.call('ZREM', K.deadlines, member)
+no_deadline(member)
 redis.call('HSET', slot_key(partition), 'witness', A.witness)
 event({event = 'synthesized', attempt = tonumber(hget(K.slot, 'attempts') or '0'), worker = A.worker,
        synth_s = A.synth_s})
