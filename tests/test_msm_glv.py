@@ -297,6 +297,45 @@ def test_prepare_shrinks_to_its_budget():
     assert be.prepare(key, budget_bytes=0).tables == []
 
 
+@pytest.mark.parametrize("name", ["bn128_chain_12", "bls12381_chain_10"])
+def test_background_tables_prove_before_during_and_after(name, tmp_path):
+    """prepare(background=True) returns before its tables exist; a proof started at once
+    runs with whichever tables are registered by then, and one after wait() with all five;
+    snarkjs accepts both. Dropping the PreparedKey mid-build stops the build and leaves
+    nothing registered."""
+    d = fixture_dir(name)
+    key = zkey.read_zkey(d / "circuit_final.zkey")
+    witness = wtns.read_wtns(d / "witness.wtns")
+    be = CpuBackend(key.curve, threads=2)
+    full = be.prepare(key, budget_bytes=1 << 30)
+    planned, full_bytes = full.nbytes, full.full_bytes
+    del full
+    gc.collect()
+    prepared = be.prepare(key, budget_bytes=1 << 30, background=True)
+    assert prepared.planned_bytes == planned and prepared.full_bytes == full_bytes
+    early = prover.prove(key, witness, be)          # the build is under way on another thread
+    assert prepared.wait(120) and prepared.ready and prepared.error is None
+    assert len(prepared.tables) == 5 and prepared.nbytes == planned
+    assert all(be._registered_table(t.points, t.g2) is t for t in prepared.tables)
+    late = prover.prove(key, witness, be)
+    for tag, result in (("early", early), ("late", late)):
+        proof, public = tmp_path / f"{tag}.json", tmp_path / f"{tag}.public.json"
+        jsonfiles.write_json(proof, jsonfiles.proof_json(result.proof))
+        jsonfiles.write_public(public, result.public_signals)
+        assert snarkjs_verifies(d / "verification_key.json", public, proof), tag
+
+    del prepared
+    gc.collect()
+    assert len(be._registered) == 0
+    dropped = be.prepare(key, budget_bytes=1 << 30, background=True)
+    done = dropped._done
+    del dropped                                      # at once, whatever the build has reached
+    gc.collect()
+    assert done.wait(120)
+    gc.collect()
+    assert len(be._registered) == 0
+
+
 def test_worker_key_cache_holds_tables_within_budget(caplog, tmp_path):
     """A worker's key load builds tables in the room its key cache has left, counts them in
     the cache's bytes, and says when it had to shrink or skip them."""
@@ -309,8 +348,11 @@ def test_worker_key_cache_holds_tables_within_budget(caplog, tmp_path):
     roomy = PartitionProver("cpu", threads=2, cache_bytes=1 << 30, faults=Faults())
     roomy.key("k", lambda: path)
     resident = roomy.cache._items["k"][0]
-    assert resident.prepared is not None and len(resident.prepared.tables) == 5
-    assert roomy.cache.used_bytes == size + resident.prepared.nbytes
+    # the tables build in the background; their planned bytes count from the start
+    assert resident.prepared is not None and resident.prepared.planned_bytes > 0
+    assert roomy.cache.used_bytes == size + resident.prepared.planned_bytes
+    assert resident.prepared.wait(120) and resident.prepared.error is None
+    assert len(resident.prepared.tables) == 5 and resident.prepared.nbytes == resident.prepared.planned_bytes
 
     full = resident.prepared.full_bytes
     caplog.set_level(logging.INFO, logger="zkqueue.proving")

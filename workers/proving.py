@@ -80,7 +80,9 @@ class PartitionProver:
         """(ZKey, seconds spent loading: 0 when cached). `path()` is only called on a miss.
 
         A key loaded here also gets the backend's fixed-base MSM tables when the backend
-        has them (CPU) and the key cache has room left for them: see `_prepare`.
+        has them (CPU) and the key cache has room left for them: see `_prepare`. They are
+        built in the background: this returns once the key is read and checked, and the
+        proofs that start before the tables are whole run without them.
 
         Raises:
             groth16 FormatError / UnsupportedError: a corrupt or unsupported key.
@@ -94,7 +96,7 @@ class PartitionProver:
             key.check_points(backend)   # once per load, not per proof
             size = os.path.getsize(p)
             prepared = self._prepare(backend, key, size)
-            return ResidentKey(key, prepared), size + (prepared.nbytes if prepared else 0)
+            return ResidentKey(key, prepared), size + (prepared.planned_bytes if prepared else 0)
 
         t0 = time.perf_counter()
         resident, cached = self.cache.get(sha, load)
@@ -105,7 +107,8 @@ class PartitionProver:
         """Fixed-base MSM tables for `key` (the backend's `prepare`), sized to the room the
         key cache has left after the key itself, so that tables never evict another key;
         None when the backend has no tables or there is no room. The tables' bytes count
-        against the cache budget with the key's (the caller adds them to its size)."""
+        against the cache budget with the key's from the start (the caller adds their
+        planned size), while a background thread builds them (CpuBackend.prepare)."""
         prepare = getattr(backend, "prepare", None)
         if prepare is None:
             return None
@@ -114,10 +117,10 @@ class PartitionProver:
             log.info("key %s: no MSM tables (key cache budget %d bytes, %d free, key %d bytes)",
                      key.path, self.cache.budget_bytes, self.cache.free_bytes, key_bytes)
             return None
-        prepared = prepare(key, room)
-        if prepared.nbytes < prepared.full_bytes:
+        prepared = prepare(key, room, background=True)
+        if prepared.planned_bytes < prepared.full_bytes:
             log.info("key %s: MSM tables shrunk to %d of %d bytes to fit the key cache budget (%d bytes free)",
-                     key.path, prepared.nbytes, prepared.full_bytes, room)
+                     key.path, prepared.planned_bytes, prepared.full_bytes, room)
         return prepared
 
     def prove(self, zkey_sha: str, zkey_path: Callable[[], Path], witness_path: Path, *, attempt: int,

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import weakref
 from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint64, c_void_p
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -154,15 +155,30 @@ class MsmTable:
 
 @dataclass(eq=False)
 class PreparedKey:
-    """The tables CpuBackend.prepare built for one key; dropping it frees them.
-    `full_bytes`: what full tables for every query would have taken."""
+    """The tables CpuBackend.prepare built, or is building, for one key; dropping it frees
+    them. `tables`: those built so far (each registered as soon as it is whole);
+    `planned_bytes`: what they take once all are built; `full_bytes`: what full tables for
+    every query would have taken; `error`: why a background build stopped, if it failed."""
 
     tables: list[MsmTable]
     full_bytes: int
+    planned_bytes: int = 0
+    error: BaseException | None = None
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the tables built so far."""
         return sum(t.nbytes for t in self.tables)
+
+    @property
+    def ready(self) -> bool:
+        """Whether every planned table is built (or the build has stopped)."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until the build is over (see `ready`); False when `timeout` passed first."""
+        return self._done.wait(timeout)
 
 
 class CpuBackend:
@@ -357,7 +373,7 @@ class CpuBackend:
         """As `precompute_g1` for G2 points."""
         return self._precompute(True, points, budget_bytes)
 
-    def prepare(self, zkey, budget_bytes: int) -> PreparedKey:
+    def prepare(self, zkey, budget_bytes: int, *, background: bool = False) -> PreparedKey:
         """Precomputes tables for the fixed MSM bases of a resident proving key, within
         `budget_bytes` in all, and registers them with this backend.
 
@@ -368,20 +384,53 @@ class CpuBackend:
         When all full tables do not fit, each query gets a share of the budget in
         proportion to its full table's size and a smaller table (or none) is built.
         Preparing the same arrays again registers the newer tables in place of the older.
+
+        `background`: return at once and build the tables on a daemon thread, one query
+        at a time, each registered when whole; proofs started meanwhile run without the
+        tables not yet built (same results, only slower), so a key's first proof does not
+        wait for its tables. `planned_bytes` is known at once either way; `wait()` blocks
+        until the build is over. Dropping the PreparedKey stops the build after the table
+        in progress.
         """
         queries = _queries(zkey)
         full = [self.table_bytes(len(p), g2=g2, budget_bytes=1 << 62) if len(p) else 0 for p, g2 in queries]
         total = sum(full)
         share = 1.0 if total <= budget_bytes else max(0, budget_bytes) / total
-        tables = []
-        for (points, g2), size in zip(queries, full):
-            if size == 0:
-                continue
-            t = self._precompute(g2, points, int(size * share))
-            if t is not None:
-                tables.append(t)
-                self._registered[id(points)] = t
-        return PreparedKey(tables=tables, full_bytes=total)
+        # (points, g2, budget) per table to build; the plan is deterministic, so its sizes
+        # are the bytes the tables will take
+        jobs = [(points, g2, int(size * share)) for (points, g2), size in zip(queries, full) if size]
+        planned = sum(self.table_bytes(len(p), g2=g2, budget_bytes=b) for p, g2, b in jobs)
+        prepared = PreparedKey(tables=[], full_bytes=total, planned_bytes=planned)
+        if not background:
+            self._build_tables(weakref.ref(prepared), prepared._done, jobs)
+            if prepared.error is not None:
+                raise prepared.error
+            return prepared
+        threading.Thread(target=self._build_tables, args=(weakref.ref(prepared), prepared._done, jobs),
+                         name="zkq-msm-tables", daemon=True).start()
+        return prepared
+
+    def _build_tables(self, ref: "weakref.ref[PreparedKey]", done: threading.Event, jobs: list) -> None:
+        """Builds `jobs`' tables into the PreparedKey behind `ref`, registering each; holds
+        that key only between tables, so dropping it stops the build."""
+        try:
+            for points, g2, budget in jobs:
+                if ref() is None:
+                    return
+                table = self._precompute(g2, points, budget)   # native, without the GIL
+                prepared = ref()
+                if prepared is None:
+                    return
+                if table is not None:
+                    prepared.tables.append(table)
+                    self._registered[id(points)] = table
+                del prepared
+        except Exception as e:  # noqa: BLE001 - kept on the key; proofs go on without tables
+            prepared = ref()
+            if prepared is not None:
+                prepared.error = e
+        finally:
+            done.set()
 
     # ---- the whole prove ----------------------------------------------------------------
 
