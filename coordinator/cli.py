@@ -24,9 +24,18 @@ from zkqueue.groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, finish, new
 
 EXIT_PARTIAL = 3      # done with failures: the verified proofs are written, the failures listed
 
-from .errors import BadRequest, ConfigError, JobCancelled, JobFailed, JobNotFound, WaitTimeout
+# The queue's errors (and everything else of the queue) are imported inside the commands
+# that need them: `zkqueue prove/verify/...` is a one-shot process whose start-up counts
+# (see main).
 
-QUEUE_INPUT_ERRORS = (BadRequest, ConfigError, JobNotFound)
+# groth16.cli's commands, and groth16.witness.cli's: main runs them without the queue's parser.
+CORE_COMMANDS = frozenset({"prove", "verify", "export-vk", "wtns", "fullprove"})
+
+
+def _queue_input_errors() -> tuple[type[BaseException], ...]:
+    """The queue's errors that mean bad input or configuration (exit 2)."""
+    from .errors import BadRequest, ConfigError, JobNotFound
+    return (BadRequest, ConfigError, JobNotFound)
 
 
 def _settings(args):
@@ -49,6 +58,7 @@ def write_result(result, out_dir: Path) -> None:
 
 
 def _wait_and_write(job, args) -> int:
+    from .errors import JobCancelled, JobFailed, WaitTimeout
     from .progress import Progress
     progress = None if args.quiet else Progress()
     try:
@@ -152,6 +162,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_quarantine(args) -> int:
+    from .errors import BadRequest
     from . import quarantine
     with _client(args) as client:
         if args.action == "list":
@@ -198,6 +209,7 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_worker(args) -> int:
+    from .errors import ConfigError
     from zkqueue import config
     settings = _settings(args)   # checked here, so a bad setting fails before any process starts
     proc = config.process()
@@ -229,6 +241,7 @@ def cmd_metrics(args) -> int:
 
 def cmd_flower(args) -> int:
     """Flower on the zkqueue broker, with HTTP basic auth from $ZKQUEUE_FLOWER_AUTH (user:password)."""
+    from .errors import ConfigError
     from zkqueue import config
     settings = _settings(args)
     auth = config.process().flower_auth
@@ -261,6 +274,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_api_keys(args) -> int:
+    from .errors import BadRequest
     from zkqueue.api.auth import KeyStore
 
     from .scheduler import connect
@@ -402,13 +416,24 @@ def add_queue_commands(sub) -> None:
     ak.set_defaults(func=cmd_api_keys)
 
 
+def _command_of(words: list[str]) -> str | None:
+    """The subcommand `words` name: the first that is not a global flag (-v, -h)."""
+    return next((w for w in words if not w.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Runs the `zkqueue` command line `argv` (default: this process's arguments)."""
     parser, sub = new_parser()
     add_commands(sub)
+    if _command_of(sys.argv[1:] if argv is None else argv) in CORE_COMMANDS:
+        # prove, verify, ...: no queue command can run, so neither its parser nor its
+        # modules are loaded (a one-shot prove's start-up is part of its wall time)
+        args = parser.parse_args(argv)
+        return finish(args, run_command(args), as_program=argv is None)
     add_queue_commands(sub)
     args = parser.parse_args(argv)
     try:
-        return finish(args, run_command(args, input_errors=QUEUE_INPUT_ERRORS), as_program=argv is None)
+        return finish(args, run_command(args, input_errors=_queue_input_errors()), as_program=argv is None)
     except Exception as exc:
         # Redis or the store unreachable, or a queue error that is not the input's fault.
         from kombu.exceptions import OperationalError

@@ -44,8 +44,9 @@ def arith(request, monkeypatch):
 @pytest.mark.parametrize("name", ["bn128_chain_12", "bls12381_chain_10"])
 def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
     """The `zkqueue` console script's prove (coordinator/cli.py) imports neither numpy nor
-    OpenSSL (hashlib's _hashlib: 3.7 MB of resident memory), and snarkjs accepts the proof
-    it writes."""
+    OpenSSL (hashlib's _hashlib: 3.7 MB of resident memory), nor any module of the queue
+    (its errors, jobs, Redis, Celery: the prove's start-up is part of its wall time), and
+    snarkjs accepts the proof it writes."""
     d = fixture_dir(name)
     proof, public = tmp_path / "proof.json", tmp_path / "public.json"
     for backend in ("cpu", "auto"):  # auto: no CuPy on a CPU-only machine
@@ -56,6 +57,9 @@ def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
         imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line]
         assert "zkqueue.groth16.native_prove" in imported
         assert not [m for m in imported if m.split(".")[0] in ("numpy", "_hashlib", "_ssl")], proc.stderr[-6000:]
+        queue = [m for m in imported if m.split(".")[0] in ("redis", "celery", "kombu") or
+                 (m.startswith("zkqueue.coordinator.") and m != "zkqueue.coordinator.cli")]
+        assert not queue, queue
         assert snarkjs_verifies(d / "verification_key.json", public, proof)
 
 
