@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from gpu_fold import fold_scalars  # noqa: E402
 from zkqueue.groth16 import curves  # noqa: E402
-from zkqueue.groth16.backends import cuda, cuda_ntt  # noqa: E402
+from zkqueue.groth16.backends import cuda_ntt, cuda_source  # noqa: E402
 from zkqueue.groth16.backends.cuda import CudaBackend  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -78,7 +78,7 @@ def make_backend(curve, emulate: bool) -> CudaBackend:
     cache, which gpu_check.sh's setup fills), or its host emulation."""
     if emulate:
         from zkqueue.groth16.backends.cuda_emu import EmulatedRuntime
-        return CudaBackend(curve, runtime=EmulatedRuntime(curve, units=cuda.PRODUCTION_UNITS))
+        return CudaBackend(curve, runtime=EmulatedRuntime(curve, units=cuda_source.PRODUCTION_UNITS))
     return CudaBackend(curve)
 
 
@@ -497,7 +497,7 @@ def time_all(args) -> int:
     checkers = {c.name: cpu_backend(c, args.cpu_threads) for c in CURVES}
     desc = next(iter(gpus.values())).rt.describe()
     rows = Rows()
-    print(f"timings on {desc}, kernels {cuda.source_hash()}; GPU median of {reps} after a warm-up; "
+    print(f"timings on {desc}, kernels {cuda_source.source_hash()}; GPU median of {reps} after a warm-up; "
           f"budget {args.budget_s:.0f} s; every MSM and proof checked by folding onto the base points", flush=True)
     from zkqueue.groth16 import prover
 
@@ -562,10 +562,10 @@ def time_all(args) -> int:
     cpu_note = (f"CPU backend on {ref['cpu_threads']} of {os.cpu_count()} cores, one run, in a second process "
                 f"beside the other steps"
                 + ("" if ref.get("done") else " (cut short)")) if ref["rows"] else "no CPU reference"
-    text = table(rows.rows, f"zkqueue CUDA backend on {desc}; kernels {cuda.source_hash()}; GPU median of {reps} "
+    text = table(rows.rows, f"zkqueue CUDA backend on {desc}; kernels {cuda_source.source_hash()}; GPU median of {reps} "
                             f"after a warm-up; {cpu_note}")
     print(text)
-    summary = {"step": "time", "emulated": emulate, "device": desc, "kernels": cuda.source_hash(),
+    summary = {"step": "time", "emulated": emulate, "device": desc, "kernels": cuda_source.source_hash(),
                "cpu_threads": ref["cpu_threads"], "cpu_reference_complete": bool(ref.get("done")),
                "rows": rows.rows, "mismatches": mismatches, "unchecked": len(unchecked), "table": text}
     if args.json:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from zkqueue.groth16 import curves  # noqa: E402
-from zkqueue.groth16.backends import cuda  # noqa: E402
+from zkqueue.groth16.backends import cuda, cuda_source  # noqa: E402
 
 TABLE = ROOT / "bench" / "gpu_registers.tsv"
 ARCHS = ("sm_80", "sm_90")
@@ -42,9 +42,9 @@ def compile_unit(curve, unit: str, arch: str, workdir: Path) -> tuple[subprocess
     """nvcc -cubin -Xptxas -v of one unit's translation unit, with NVRTC's options."""
     src = workdir / f"zkq_{curve.name}_{unit}.cu"
     if not src.exists():
-        src.write_text(cuda.module_source(curve, unit))
+        src.write_text(cuda_source.module_source(curve, unit))
     out = workdir / f"zkq_{curve.name}_{unit}_{arch}.cubin"
-    cmd = [NVCC, *cuda.compile_options(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(out), str(src)]
+    cmd = [NVCC, *cuda_source.compile_options(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(out), str(src)]
     return subprocess.run(cmd, capture_output=True, text=True), out
 
 
@@ -104,7 +104,7 @@ def write_table(rows: list[dict], path: Path = TABLE) -> None:
 
 def compile_all(workdir: Path, jobs: int | None = None, archs: tuple[str, ...] = ARCHS) -> dict:
     """{(curve, unit, arch): CompletedProcess} for every curve, unit (selftest too) and arch."""
-    work = [(c, u, a) for c in CURVES for u in cuda.UNITS for a in archs]
+    work = [(c, u, a) for c in CURVES for u in cuda_source.UNITS for a in archs]
     with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
         done = list(pool.map(lambda w: compile_unit(*w, workdir), work))
     return {(c.name, u, a): d for (c, u, a), d in zip(work, done)}

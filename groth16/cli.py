@@ -25,6 +25,9 @@ def _threads(value: str) -> int:
     return n
 
 
+_BACKENDS = ("cpu", "cuda", "auto")  # as groth16.backends.BACKENDS, without importing it here
+
+
 def _native_cpu(backend: str) -> bool:
     """True when the prove runs on the CPU, so that it takes the numpy-free native whole-prove:
     --backend cpu, or auto where no GPU is usable (known without importing CuPy when it is
@@ -44,12 +47,28 @@ def _native_cpu(backend: str) -> bool:
     return not usable
 
 
+def _backend_choice(flag: str | None) -> str:
+    """--backend, else $ZKQUEUE_BACKEND (zkqueue.config), else auto.
+
+    Raises:
+        InputError: $ZKQUEUE_BACKEND names no backend.
+    """
+    if flag:
+        return flag
+    from zkqueue import config  # noqa: PLC0415 - light: os and pathlib only
+    chosen = config.process().backend or "auto"
+    if chosen not in _BACKENDS:
+        raise InputError(f"ZKQUEUE_BACKEND={chosen!r} names no backend", expected=" | ".join(_BACKENDS), found=chosen)
+    return chosen
+
+
 def cmd_prove(args: argparse.Namespace) -> int:
     # A one-shot process: the cyclic GC would only rescan the objects of the imports below.
     gc.disable()
     from .formats import jsonfiles
 
     t0 = time.perf_counter()
+    args.backend = _backend_choice(args.backend)
     if not args.r1cs and _native_cpu(args.backend):
         from . import native_prove
         result = native_prove.prove_files(args.zkey, args.witness, threads=args.threads)
@@ -120,8 +139,8 @@ def add_commands(sub) -> None:
     p.add_argument("witness")
     p.add_argument("proof")
     p.add_argument("public")
-    p.add_argument("--backend", choices=("cpu", "cuda", "auto"),
-                   default=os.environ.get("ZKQUEUE_BACKEND", "auto"))
+    p.add_argument("--backend", choices=_BACKENDS,
+                   default=None, help="default: $ZKQUEUE_BACKEND, else auto")
     p.add_argument("--threads", type=_threads, default=None,
                    help="CPU threads (default: $ZKQUEUE_THREADS or all cores)")
     p.add_argument("--r1cs", help="also check the witness against this .r1cs and name a broken constraint")

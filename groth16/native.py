@@ -65,7 +65,8 @@ def _which(name: str) -> str | None:
 
 
 def _compiler() -> str:
-    cxx = os.environ.get("CXX") or _which("g++") or _which("c++") or _which("clang++")
+    from zkqueue import config  # noqa: PLC0415 - groth16 sits below zkqueue's packages
+    cxx = config.compiler() or _which("g++") or _which("c++") or _which("clang++")
     if not cxx:
         raise NativeBuildError("no C++ compiler found (install g++ or set CXX)",
                                expected="g++, c++ or clang++ on PATH", found="none")
@@ -92,7 +93,8 @@ def default_variant() -> str:
     Raises:
         NativeBuildError: ZKQUEUE_CPU_ARITH names no variant, or x86-adx on a CPU without it.
     """
-    forced = os.environ.get("ZKQUEUE_CPU_ARITH")
+    from zkqueue import config  # noqa: PLC0415
+    forced = config.process().cpu_arith
     if forced:
         if forced not in VARIANTS:
             raise NativeBuildError("ZKQUEUE_CPU_ARITH names no arithmetic variant",
@@ -151,7 +153,9 @@ def build_key(variant: str | None = None) -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("ZKQUEUE_CACHE_DIR", Path.home() / ".cache" / "zkqueue"))
+    """The local cache directory ($ZKQUEUE_CACHE_DIR, zkqueue.config): builds go under native/."""
+    from zkqueue import config  # noqa: PLC0415
+    return config.process().cache_path
 
 
 def _compile(target_dir: Path, variant: str) -> None:

@@ -17,67 +17,21 @@ tables; other backends run prover.py's steps one call each.
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from dataclasses import dataclass
-from ctypes import POINTER, c_double, c_int, c_int64, c_size_t, c_void_p
+from ctypes import c_double, c_int64, c_void_p
 
-from . import native
 from .curves import Curve
 from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
 from .errors import BackendError, FormatError
+from .native_abi import default_threads, library, raise_for
 from .formats import wtns, zkey
 from .model import Proof
 from .prover import ProveResult, blinding_scalars, check_inputs, check_proof
 
-_SIGNATURES = {
-    "zkq_fr_first_not_below_r": [c_int, c_void_p, c_size_t, POINTER(c_int64)],
-    "zkq_check_g1": [c_int, c_void_p, c_size_t, POINTER(c_int64), c_int],
-    "zkq_check_g2": [c_int, c_void_p, c_size_t, POINTER(c_int64), c_int],
-    "zkq_prove": [c_int, c_void_p, c_size_t, c_void_p, c_size_t, c_size_t, c_size_t,
-                  c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,            # A, B1, B2, C, H
-                  c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,            # alpha1 beta1 delta1 beta2 delta2
-                  c_void_p, c_void_p,                                          # coset shift, (r, s, -rs)
-                  c_void_p, c_void_p, c_void_p, POINTER(c_int64), POINTER(c_double),   # proof, bad, timings
-                  c_void_p, c_void_p, c_int, c_int],                                   # tables, cancel, release, threads
-    "zkq_h_from_ab": [c_int, c_void_p, c_void_p, c_size_t, c_void_p, c_int],
-}
-
-
-def library(variant: str | None = None) -> ctypes.CDLL:
-    """The native library (groth16.native.load) with this module's functions declared."""
-    lib = native.load(variant)
-    for name, args in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = args
-        fn.restype = c_int
-    return lib
-
-
 def coset_shift_mont(curve: Curve, log2_domain: int) -> bytes:
     """The odd coset's shift (Curve.coset_shift) in Montgomery form, as the kernels take it."""
     return (curve.coset_shift(log2_domain) * pow(2, 256, curve.r) % curve.r).to_bytes(32, "little")
-
-
-def default_threads() -> int:
-    """ZKQUEUE_THREADS if set, else the number of CPUs (as groth16.backends.cpu.default_threads).
-
-    Raises:
-        BackendError: ZKQUEUE_THREADS is not a positive integer.
-    """
-    env = os.environ.get("ZKQUEUE_THREADS")
-    if not env:
-        return os.cpu_count() or 1
-    if not env.isdigit() or int(env) < 1:
-        raise BackendError("ZKQUEUE_THREADS must be a positive integer", expected="integer >= 1", found=env)
-    return int(env)
-
-
-def _raise_native(rc: int, what: str, index: int, noun: str) -> None:
-    # The error table lives with the CPU backend; importing it (and numpy) on failure only
-    # keeps the messages identical to the backend path's at no cost to a good prove.
-    from .backends.cpu import _check  # noqa: PLC0415
-    _check(rc, what, index, noun)
 
 
 def check_witness(lib: ctypes.CDLL, w: wtns.WtnsHeader) -> None:
@@ -90,7 +44,7 @@ def check_witness(lib: ctypes.CDLL, w: wtns.WtnsHeader) -> None:
     offset = w.file.section_offset(wtns.SEC_VALUES, "witness values")
     rc = lib.zkq_fr_first_not_below_r(w.curve.native_id, w.file.address(offset), w.n_witness, ctypes.byref(bad))
     if rc:
-        _raise_native(rc, "witness range check", -1, "value")
+        raise_for(rc, "witness range check", -1, "value")
     wtns.check_values(w, bad.value if bad.value >= 0 else None)
 
 
@@ -114,7 +68,7 @@ def check_key_points(lib: ctypes.CDLL, key: zkey.ZKeyHeader, threads: int) -> No
             key.file.release(offset, count * (curve.g2_bytes if g2 else curve.g1_bytes))
         if rc:
             try:
-                _raise_native(rc, f"{'G2' if g2 else 'G1'} point ({curve.name})", bad.value, "point")
+                raise_for(rc, f"{'G2' if g2 else 'G1'} point ({curve.name})", bad.value, "point")
             except FormatError as exc:
                 raise zkey.point_error(key.path, curve, name, exc) from None
 
@@ -170,7 +124,7 @@ def call_prove(lib: ctypes.CDLL, curve: Curve, key_path: str, sec: Sections, wit
                        None if cancel is None else ctypes.byref(cancel), int(release), threads)
     if rc:
         try:
-            _raise_native(rc, "A/B coefficients", bad.value, "entry")
+            raise_for(rc, "A/B coefficients", bad.value, "entry")
         except FormatError as exc:  # a coefficient entry: name the file and the section
             raise FormatError(f"corrupt .zkey: section 4 (coefficients): {exc}", path=key_path,
                               found=exc.found) from None

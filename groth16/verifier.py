@@ -17,51 +17,22 @@ from __future__ import annotations
 
 import ctypes
 import operator
-import threading
 from functools import lru_cache
 
-from . import csprng, native
+from . import csprng
 from .curves import Curve
 from .encoding import fq_from_lem, g1_to_lem, g2_to_lem, scalars_to_bytes
 from .errors import BackendError, FormatError, MismatchError
 from .model import Proof, VerificationKey
+from .native_abi import ERR_POINT_CURVE, ERR_POINT_RANGE, library
 
 __all__ = ["verify", "verify_batch", "alphabeta_json"]
 
 # Return codes of zkq_groth16_verify_batch (see the top of pairing.cpp and errors.hpp).
 _VALID, _INVALID = 1, 0
 _PROOF_POINT_BASE = 1000          # -(1000 + 3*i + k): point k (A, B, C) of proof i is invalid
-_ERR_SCALAR_RANGE = 6
-_ERR_POINT_RANGE = 20
-_ERR_POINT_CURVE = 21
 
 _RHO_BITS = 128
-
-_setup_lock = threading.Lock()
-_lib_ready: ctypes.CDLL | None = None
-
-
-def _lib() -> ctypes.CDLL:
-    """The native library with the verifier's argtypes declared (once per process)."""
-    global _lib_ready
-    if _lib_ready is None:
-        with _setup_lock:
-            if _lib_ready is None:
-                lib = native.load()
-                buf, u64, i32 = ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int
-                lib.zkq_groth16_verify_batch.argtypes = [i32, buf, buf, buf, buf, buf, u64,
-                                                         buf, buf, buf, buf, buf, u64]
-                lib.zkq_groth16_verify_batch.restype = i32
-                lib.zkq_pairing_check.argtypes = [i32, buf, buf, u64]
-                lib.zkq_pairing_check.restype = i32
-                lib.zkq_g1_validate.argtypes = [i32, buf]
-                lib.zkq_g1_validate.restype = i32
-                lib.zkq_g2_validate.argtypes = [i32, buf]
-                lib.zkq_g2_validate.restype = i32
-                lib.zkq_pairing_value.argtypes = [i32, buf, buf, ctypes.c_void_p]
-                lib.zkq_pairing_value.restype = i32
-                _lib_ready = lib
-    return _lib_ready
 
 
 def _coords(p) -> list[int]:
@@ -123,11 +94,11 @@ def _native_check(vk: VerificationKey, proofs: list[Proof], publics: list[list[i
     cc = b"".join(g1_to_lem(c, p.c) for p in proofs)
     pubs = scalars_to_bytes(c, [s for ss in publics for s in ss]) or b"\0"
     rho = scalars_to_bytes(c, rhos)
-    code = _lib().zkq_groth16_verify_batch(c.native_id, alpha1, beta2, gamma2, delta2, ic,
+    code = library().zkq_groth16_verify_batch(c.native_id, alpha1, beta2, gamma2, delta2, ic,
                                            len(vk.ic), a, b, cc, pubs, rho, len(proofs))
     if code in (_VALID, _INVALID) or code <= -_PROOF_POINT_BASE:
         return code
-    if code in (-_ERR_POINT_RANGE, -_ERR_POINT_CURVE):
+    if code in (-ERR_POINT_RANGE, -ERR_POINT_CURVE):
         raise FormatError("a verification key point is not on its curve",
                           expected=f"points on {c.name}", found=f"native code {code}")
     raise BackendError(f"native Groth16 verification failed with code {code}",
@@ -218,7 +189,7 @@ def alphabeta_json(vk: VerificationKey) -> list:
     """
     c = vk.curve
     out = ctypes.create_string_buffer(12 * c.n8q)
-    code = _lib().zkq_pairing_value(c.native_id, g1_to_lem(c, vk.alpha1), g2_to_lem(c, vk.beta2), out)
+    code = library().zkq_pairing_value(c.native_id, g1_to_lem(c, vk.alpha1), g2_to_lem(c, vk.beta2), out)
     if code != 0:
         raise FormatError(f"verification key alpha1/beta2 is not a valid {c.name} point (code {code})")
     raw = out.raw

@@ -37,15 +37,15 @@ def from_wheel(name: str) -> str:
 
 
 def compile_module(curve) -> tuple[str, float, int]:
-    """Every production unit of one curve (groth16/backends/cuda.py, UNITS) to PTX."""
+    """Every production unit of one curve (groth16/backends/cuda_source.py, UNITS) to PTX."""
     from cupy.cuda import nvrtc
 
-    from zkqueue.groth16.backends import cuda
+    from zkqueue.groth16.backends import cuda_source
     start, size = time.monotonic(), 0
-    for unit in cuda.PRODUCTION_UNITS:
-        prog = nvrtc.createProgram(cuda.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu", [], [])
+    for unit in cuda_source.PRODUCTION_UNITS:
+        prog = nvrtc.createProgram(cuda_source.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu", [], [])
         try:
-            nvrtc.compileProgram(prog, [*cuda.compile_options(), f"-arch={ARCH}"])
+            nvrtc.compileProgram(prog, [*cuda_source.compile_options(), f"-arch={ARCH}"])
         except nvrtc.NVRTCError as exc:
             sys.exit(f"gpu image check: NVRTC failed on the {curve.name} {unit} kernels: {exc}\n"
                      f"{nvrtc.getProgramLog(prog)[-4000:]}")

@@ -71,6 +71,26 @@ def zkqueue(*args, check: bool = False, timeout: float = 600) -> subprocess.Comp
     return run([sys.executable, "-m", "zkqueue.groth16.cli", *args], check=check, timeout=timeout)
 
 
+@pytest.fixture(autouse=True)
+def process_settings_from_env():
+    """zkqueue.config reads this process's settings once and caches them; a test that sets
+    ZKQUEUE_* variables (monkeypatch) has them read afresh, and the next test starts again
+    from the real environment."""
+    from zkqueue import config
+    config.set_process(None)
+    yield
+    config.set_process(None)
+
+
+def select_arith(monkeypatch, variant: str) -> str:
+    """Makes `variant` ("x86-adx" or "portable") the native arithmetic of this test's calls
+    (ZKQUEUE_CPU_ARITH, read afresh)."""
+    from zkqueue import config
+    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", variant)
+    config.set_process(None)
+    return variant
+
+
 @pytest.fixture(scope="session")
 def built_circuits(tmp_path_factory) -> dict[str, Path]:
     """tests/circuits/interop.circom built on each curve with circom2 + snarkjs, now.

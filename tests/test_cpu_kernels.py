@@ -7,12 +7,14 @@ import random
 import numpy as np
 import pytest
 
+from zkqueue import config
 from zkqueue.groth16 import encoding, native
 from zkqueue.groth16.backends.cpu import CpuBackend, library
 from zkqueue.groth16.curves import BLS12381, BN128
 from zkqueue.groth16.errors import FormatError, InputError, NativeBuildError
 
 import oracle
+from conftest import select_arith
 
 CURVES = [BN128, BLS12381]
 IDS = [c.name for c in CURVES]
@@ -25,8 +27,7 @@ ARITH = (["x86-adx"] if native.has_adx() else []) + ["portable"]
 @pytest.fixture(autouse=True, params=ARITH)
 def arith(request, monkeypatch):
     """Selects the native arithmetic variant for the test (through ZKQUEUE_CPU_ARITH)."""
-    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", request.param)
-    return request.param
+    return select_arith(monkeypatch, request.param)
 
 
 def test_variant_choice(arith, monkeypatch):
@@ -34,9 +35,10 @@ def test_variant_choice(arith, monkeypatch):
     assert native.default_variant() == arith
     assert library().zkq_msm_g1 is not None and native.load() is native.load(arith)
     monkeypatch.delenv("ZKQUEUE_CPU_ARITH")
+    config.set_process(None)
     assert native.default_variant() == ("x86-adx" if native.has_adx() else "portable")
     assert native.library_path("portable") != native.library_path(arith) or arith == "portable"
-    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", "fast")
+    select_arith(monkeypatch, "fast")
     with pytest.raises(NativeBuildError, match="ZKQUEUE_CPU_ARITH"):
         native.default_variant()
 

@@ -4,8 +4,8 @@ sm_80 and sm_90), and NVRTC when its library is installed (it is what the backen
 with on the GPU machine); and their registers, stack and spills are those of the checked
 table bench/gpu_registers.tsv.
 
-What is compiled is `groth16.backends.cuda.module_source(curve, unit)` with
-`cuda.compile_options()`: exactly the translation units the backend hands to NVRTC.
+What is compiled is `groth16.backends.cuda_source.module_source(curve, unit)` with
+`cuda_source.compile_options()`: exactly the translation units the backend hands to NVRTC.
 Skipped only when nvcc (or, for the NVRTC test, libnvrtc) is absent.
 """
 
@@ -20,13 +20,13 @@ import pytest
 
 from conftest import ROOT
 from zkqueue.groth16 import curves
-from zkqueue.groth16.backends import cuda
+from zkqueue.groth16.backends import cuda, cuda_source
 
 sys.path.insert(0, str(ROOT / "bench"))
 import gpu_registers  # noqa: E402
 
 CURVES = (curves.BN128, curves.BLS12381)
-UNITS = tuple(cuda.UNITS)
+UNITS = tuple(cuda_source.UNITS)
 TEST_ARCHS = ("sm_90",)
 
 
@@ -49,7 +49,7 @@ def test_nvcc_compiles(nvcc_results, curve, unit, arch):
     # Every kernel the unit defines is in the binary.
     names = subprocess.run(["strings", str(out)], capture_output=True, text=True).stdout \
         if shutil.which("strings") else out.read_bytes().decode("latin-1")
-    kernels = cuda.kernel_names(unit)
+    kernels = cuda_source.kernel_names(unit)
     assert kernels and all(k in names for k in kernels), [k for k in kernels if k not in names]
 
 
@@ -79,7 +79,7 @@ def test_no_kernel_spills_and_g1_accumulates_in_registers():
         assert r["stack_bytes"] <= 4 * curves.by_name(curve).n8q, r
 
 
-@pytest.mark.parametrize("unit", cuda.PRODUCTION_UNITS)
+@pytest.mark.parametrize("unit", cuda_source.PRODUCTION_UNITS)
 @pytest.mark.parametrize("curve", CURVES, ids=lambda c: c.name)
 def test_nvrtc_compiles(curve, unit):
     from zkqueue.groth16.backends import cuda_compile
@@ -87,7 +87,7 @@ def test_nvrtc_compiles(curve, unit):
         cuda_compile.nvrtc()
     except cuda_compile.KernelCompileError as exc:
         pytest.skip(f"libnvrtc is not installed: {exc}")
-    cubin, _ = cuda_compile.compile_source(cuda.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu",
+    cubin, _ = cuda_compile.compile_source(cuda_source.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu",
                                            cuda_compile.options("sm_90"))
     assert cubin[:4] == b"\x7fELF"
 
@@ -135,9 +135,9 @@ def test_cubins_are_cached_by_source_arch_and_nvrtc(fake_nvrtc, tmp_path, monkey
     assert cuda_compile.cubin(curves.BN128, "g1", "sm_90")[0] != path                          # per NVRTC
     # An edited header changes every unit's key (the text embeds the sources' hash).
     copy = tmp_path / "kernels"
-    shutil.copytree(cuda.KERNEL_DIR, copy, ignore=shutil.ignore_patterns("cpu"))
+    shutil.copytree(cuda_source.KERNEL_DIR, copy, ignore=shutil.ignore_patterns("cpu"))
     (copy / "field.cuh").write_text((copy / "field.cuh").read_text() + "\n// edit\n")
-    monkeypatch.setattr(cuda, "KERNEL_DIR", copy)
+    monkeypatch.setattr(cuda_source, "KERNEL_DIR", copy)
     monkeypatch.setattr(cuda_compile, "nvrtc_version", lambda: "12.9")
     assert cuda_compile.cubin(curves.BN128, "g1", "sm_90")[0] != path
     assert all("--gpu-architecture=sm_" in opts[-1] for _, opts in calls)
@@ -146,7 +146,7 @@ def test_cubins_are_cached_by_source_arch_and_nvrtc(fake_nvrtc, tmp_path, monkey
 def test_prebuild_compiles_every_unit_of_both_curves(fake_nvrtc):
     cuda_compile, calls = fake_nvrtc
     rows = cuda_compile.prebuild(("sm_80", "sm_90"), jobs=2)
-    assert {(c, u, a) for c, u, a, _ in rows} == {(c.name, u, a) for c in CURVES for u in cuda.PRODUCTION_UNITS
+    assert {(c, u, a) for c, u, a, _ in rows} == {(c.name, u, a) for c in CURVES for u in cuda_source.PRODUCTION_UNITS
                                                   for a in ("sm_80", "sm_90")}
     assert len(calls) == 12 and cuda_compile.prebuild(("sm_80", "sm_90"))[0][3] == 0.0
 

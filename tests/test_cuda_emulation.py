@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT, fixture_dir
 from ec_reference import Group, expected_msm, random_points, scalar_rows, special_scalars
 from zkqueue.groth16 import curves
-from zkqueue.groth16.backends import cuda, cuda_msm, cuda_ntt
+from zkqueue.groth16.backends import cuda, cuda_msm, cuda_ntt, cuda_source
 from zkqueue.groth16.backends.cuda import CudaBackend
 from zkqueue.groth16.errors import FormatError, InputError
 
@@ -368,14 +368,14 @@ def test_every_kernel_runs_under_the_race_checker(curve, monkeypatch):
     for field, words in (("fq", curve.n8q // 8), ("fr", 4)):
         x = np.zeros((2, words), dtype=np.uint64)
         be.rt.launch(f"selftest_{field}", 2, (x, x, np.uint64(2), np.zeros((18, words), dtype=np.uint64)))
-    every = {k for unit in cuda.UNITS for k in cuda.kernel_names(unit)}
+    every = {k for unit in cuda_source.UNITS for k in cuda_source.kernel_names(unit)}
     assert every - set(be.rt.launches) == set()
 
 
 def _injected_copy(tmp_path, monkeypatch, file: str, old: str, new: str):
     """A copy of groth16/kernels with one edit, that cuda and the emulation now build from."""
     copy = tmp_path / "kernels"
-    shutil.copytree(cuda.KERNEL_DIR, copy, ignore=shutil.ignore_patterns("cpu"))
+    shutil.copytree(cuda_source.KERNEL_DIR, copy, ignore=shutil.ignore_patterns("cpu"))
     text = (copy / file).read_text()
     assert text.count(old) == 1, f"the injection site moved: {old!r}"
     (copy / file).write_text(text.replace(old, new))

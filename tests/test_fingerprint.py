@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from zkqueue.groth16 import native
-from zkqueue.groth16.backends import cuda
+from zkqueue.groth16.backends import cuda_source
 from zkqueue.workers import fingerprint as fp
 from zkqueue.workers.devices import Device
 
@@ -29,7 +29,7 @@ def kernels(tmp_path, monkeypatch):
     """A copy of groth16/kernels that the CUDA and CPU loaders read instead of the real one."""
     copy = tmp_path / "kernels"
     shutil.copytree(native.KERNEL_DIR, copy)
-    monkeypatch.setattr(cuda, "KERNEL_DIR", copy)
+    monkeypatch.setattr(cuda_source, "KERNEL_DIR", copy)
     monkeypatch.setattr(native, "KERNEL_DIR", copy)
     monkeypatch.setattr(native, "CPU_DIR", copy / "cpu")
     fp._hashes.cache_clear()
@@ -58,15 +58,15 @@ def test_cuda_source_changes_only_cuda_workers(kernels):
     assert after["cpu"] == before["cpu"]
 
 
-@pytest.mark.parametrize("module", cuda.HOST_SOURCES)
+@pytest.mark.parametrize("module", cuda_source.HOST_SOURCES)
 def test_cuda_host_module_changes_only_cuda_workers(kernels, tmp_path, monkeypatch, module):
     """The backend's Python modules decide what the GPU computes too (window width, unit
     splits, NTT passes, kernel order): editing one changes CUDA workers' hashes only."""
     copy = tmp_path / "backends"
     copy.mkdir()
-    for name in cuda.HOST_SOURCES:
-        shutil.copy(cuda.BACKEND_DIR / name, copy / name)
-    monkeypatch.setattr(cuda, "BACKEND_DIR", copy)
+    for name in cuda_source.HOST_SOURCES:
+        shutil.copy(cuda_source.BACKEND_DIR / name, copy / name)
+    monkeypatch.setattr(cuda_source, "BACKEND_DIR", copy)
     before = hashes()
     edit(copy / module)
     after = hashes()
@@ -76,8 +76,8 @@ def test_cuda_host_module_changes_only_cuda_workers(kernels, tmp_path, monkeypat
 
 def test_cuda_hash_covers_the_backend_modules_that_drive_the_kernels():
     """Every cuda*.py of the backend but the emulation (which runs no GPU) is hashed."""
-    drivers = {p.name for p in cuda.BACKEND_DIR.glob("cuda*.py")} - {"cuda_emu.py"}
-    assert drivers == {p.name for p in cuda.host_sources()}
+    drivers = {p.name for p in cuda_source.BACKEND_DIR.glob("cuda*.py")} - {"cuda_emu.py"}
+    assert drivers == {p.name for p in cuda_source.host_sources()}
 
 
 def test_cpu_source_changes_only_cpu_workers(kernels):
@@ -101,13 +101,13 @@ def test_cuda_hash_covers_every_file_the_module_is_built_from(tmp_path):
     preprocessor sees it for a CUDA compile and for the emulation's (g++ -M with and without
     __CUDACC__ defined), is hashed, for every unit."""
     from zkqueue.groth16 import curves
-    kernel_dir = cuda.KERNEL_DIR.resolve()
-    hashed = {p.relative_to(kernel_dir).as_posix() for p in (q.resolve() for q in cuda.kernel_sources())}
-    for unit, (files, _) in cuda.UNITS.items():
+    kernel_dir = cuda_source.KERNEL_DIR.resolve()
+    hashed = {p.relative_to(kernel_dir).as_posix() for p in (q.resolve() for q in cuda_source.kernel_sources())}
+    for unit, (files, _) in cuda_source.UNITS.items():
         src = tmp_path / f"{unit}.cu"
-        src.write_text(cuda.module_source(curves.BN128, unit))
+        src.write_text(cuda_source.module_source(curves.BN128, unit))
         for flags in (["-D__CUDACC__"], []):
-            proc = subprocess.run(["g++", "-M", "-MG", "-x", "c++", *flags, f"-I{cuda.KERNEL_DIR}", str(src)],
+            proc = subprocess.run(["g++", "-M", "-MG", "-x", "c++", *flags, f"-I{cuda_source.KERNEL_DIR}", str(src)],
                                   capture_output=True, text=True, timeout=60)
             assert proc.returncode == 0, proc.stderr
             deps = {Path(d).resolve() for d in proc.stdout.replace("\\\n", " ").split()[1:]}
@@ -120,7 +120,7 @@ def test_cuda_hash_covers_every_file_the_module_is_built_from(tmp_path):
 def test_cuda_build_names_device_and_toolchain():
     fp._hashes.cache_clear()
     a, b = fp.fingerprint("w", GPU, "cuda"), fp.fingerprint("w", OTHER_GPU, "cuda")
-    assert a["kernel_hash"] == b["kernel_hash"] == cuda.source_hash()
+    assert a["kernel_hash"] == b["kernel_hash"] == cuda_source.source_hash()
     assert a["build"] != b["build"]            # same sources, another device: another build
     assert a["device_name"] == "NVIDIA H200" and a["driver"] == "580.159.03"
     assert "NVRTC" in a["toolchain"] and "toolchain" not in fp.fingerprint("w", CPU, "cpu")

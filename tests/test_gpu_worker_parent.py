@@ -130,8 +130,8 @@ def test_gpu_worker_parent_forks_its_pool_without_initialising_cuda(queue, stand
         fp = beat["fingerprint"]
         assert fp["backend"] == "cuda" and fp["device_name"] == GPU_NAME and fp["driver"] == "580.159.03"
         assert fp["toolchain"].startswith("cupy-cuda12x 14.0.0")
-        from zkqueue.groth16.backends import cuda
-        assert fp["kernel_hash"] == cuda.source_hash()
+        from zkqueue.groth16.backends import cuda_source
+        assert fp["kernel_hash"] == cuda_source.source_hash()
         # The observer writes the importing pid; the parent (and, before any task, the child) is absent.
         imports = log.read_text() if log.exists() else ""
         assert f"pid {proc.pid} " not in imports, f"the worker parent imported CuPy:\n{imports}"

@@ -17,7 +17,7 @@ from zkqueue.groth16.errors import BackendError, InputError
 from zkqueue.groth16.formats import jsonfiles, wtns, zkey
 
 import oracle
-from conftest import fixture_dir, snarkjs_verifies
+from conftest import fixture_dir, select_arith, snarkjs_verifies
 from test_cpu_kernels import Pool, decode_point, fr_words, points_words
 
 CURVES = [BN128, BLS12381]
@@ -29,8 +29,7 @@ HALF = 1 << 128
 @pytest.fixture(autouse=True, params=ARITH)
 def arith(request, monkeypatch):
     """Selects the native arithmetic variant for the test (through ZKQUEUE_CPU_ARITH)."""
-    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", request.param)
-    return request.param
+    return select_arith(monkeypatch, request.param)
 
 
 def glv_constants(curve):

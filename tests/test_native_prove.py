@@ -24,7 +24,7 @@ from zkqueue.groth16.formats import wtns, zkey
 from zkqueue.workers.attempt_backend import AttemptBackend, Stopped
 from zkqueue.workers.faults import Faults
 
-from conftest import fixture_dir, snarkjs_verifies
+from conftest import fixture_dir, select_arith, snarkjs_verifies
 from test_bad_input import copy, flip, prove_fails, section_offset
 
 CURVES = [BN128, BLS12381]
@@ -35,8 +35,8 @@ R256 = 1 << 256
 
 @pytest.fixture(params=ARITH)
 def arith(request, monkeypatch):
-    monkeypatch.setenv("ZKQUEUE_CPU_ARITH", request.param)
-    return request.param
+    """Selects the native arithmetic variant for the test (through ZKQUEUE_CPU_ARITH)."""
+    return select_arith(monkeypatch, request.param)
 
 
 # ---- the command line --------------------------------------------------------------------

@@ -195,13 +195,16 @@ def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue
                            capture_output=True, text=True, check=True)
     assert 29 < float(probe.stdout) - time.time() < 31, "the clock skew library did not take"
     # A test about leases: production's lease TTL (6 s), which partitions outlast, so every
-    # lease lives on refreshes alone.
-    skew["ZKQUEUE_LEASE_TTL_S"] = "6"
+    # lease lives on refreshes alone. The 8 s of `slow` are not proving time, so an attempt
+    # may run 20 s before it counts as hung (not the tests' 5 s): more than slow:8 needs,
+    # less than the 30 s a run deadline read on the skewed clock would be off by.
+    timers = {"ZKQUEUE_LEASE_TTL_S": "6", "ZKQUEUE_OVERDUE_MIN_S": "20"}
+    skew.update(timers)
     skewed = queue.start_workers(1, fault="slow:8", env=skew)
     skewed_id = queue.ready(skewed)[0]["worker"]
     # The skewed worker runs the reaper: it is the one that could steal live leases.
     wait_until(lambda: queue.r.get(keys.reaper_lock()) == skewed_id.encode(), 10, "the skewed worker to reap")
-    normal = queue.start_workers(1, fault="slow:8", env={"ZKQUEUE_LEASE_TTL_S": "6"})
+    normal = queue.start_workers(1, fault="slow:8", env=timers)
     normal_id = queue.ready(normal)[0]["worker"]
     job = queue.client().submit(ZKEY, PARTITIONS)
     job.wait(120)

@@ -16,7 +16,7 @@ import pytest
 from py_ecc import optimized_bls12_381 as pe_bls
 from py_ecc import optimized_bn128 as pe_bn
 
-from zkqueue.groth16 import verifier
+from zkqueue.groth16 import native_abi, verifier
 from zkqueue.groth16.curves import BLS12381, BN128, Curve
 from zkqueue.groth16.encoding import g1_to_lem, g2_to_lem
 from zkqueue.groth16.errors import MismatchError
@@ -31,7 +31,7 @@ ids = [c.name for c in CURVES]
 
 @pytest.fixture(scope="module")
 def lib():
-    return verifier._lib()
+    return native_abi.library()
 
 
 # --- small affine arithmetic over Fq and Fq2 = Fq[u]/(u^2+1) (test oracle) -----------------

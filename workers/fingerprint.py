@@ -2,7 +2,7 @@
 
 `kernel_hash` names the sources that decide what the worker's device computes: for a CUDA
 worker the .cu files, every .cuh header and the backend's Python modules that choose window
-widths, splits, passes and kernel order (groth16.backends.cuda.source_hash: kernel_sources
+widths, splits, passes and kernel order (groth16.backends.cuda_source.source_hash: kernel_sources
 and host_sources), for a CPU worker the shared headers and the C++ sources
 (groth16.native.kernel_sources). `build` adds what turns
 those sources into machine code: for the CPU the compiler, its flags and the CPU's features
@@ -34,8 +34,8 @@ NVRTC_DISTRIBUTIONS = ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvrtc", "nvidia-cu
 def kernel_hash(backend: str) -> str:
     """Hash of the kernel sources that `backend` ("cpu" or "cuda") compiles and runs."""
     if backend == "cuda":
-        from zkqueue.groth16.backends import cuda
-        return cuda.source_hash()
+        from zkqueue.groth16.backends import cuda_source
+        return cuda_source.source_hash()
     from zkqueue.groth16 import native
     return native.source_hash()
 
@@ -71,7 +71,8 @@ def nvrtc_version(cuda_major: int | None = None) -> str:
 
 def cuda_toolchain() -> str:
     """"<CuPy distribution> <version>, NVRTC <version>": what compiles the CUDA kernels here."""
-    from zkqueue.groth16.backends import cuda_emulated, cupy_distribution
+    from zkqueue.groth16.backends import cuda_emulated
+    from zkqueue.groth16.backends.cuda_compile import cupy_distribution
     if cuda_emulated():
         return "host emulation of the CUDA kernels (g++), no GPU"
     dist = cupy_distribution()
@@ -90,9 +91,9 @@ def build_hash(backend: str, device: Device) -> str:
             return native.build_key()
         except Exception as exc:  # noqa: BLE001 - no compiler: the backend check reports it properly
             return f"unbuildable: {exc}"
-    from zkqueue.groth16.backends import cuda
+    from zkqueue.groth16.backends import cuda_source
     h = hashlib.sha256()
-    for part in (cuda.source_hash(), cuda_toolchain(), " ".join(cuda.NVRTC_OPTIONS), device.driver, device.name):
+    for part in (cuda_source.source_hash(), cuda_toolchain(), " ".join(cuda_source.NVRTC_OPTIONS), device.driver, device.name):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
 

@@ -20,8 +20,6 @@ log = logging.getLogger("zkqueue.backend")
 
 BACKENDS = ("cpu", "cuda", "auto")
 MIN_COMPUTE_CAPABILITY = (7, 0)  # the MSM's warp-aggregated atomics use __match_any_sync
-# CuPy's wheels, by the CUDA major version they are built for ("cupy" is a source build).
-CUPY_DISTRIBUTIONS = {"cupy-cuda13x": 13, "cupy-cuda12x": 12, "cupy-cuda11x": 11, "cupy": None}
 
 
 def cuda_device() -> int:
@@ -44,17 +42,6 @@ def cuda_emulated() -> bool:
     return config.process().cuda_emulation
 
 
-def cupy_distribution() -> tuple[str, str, int | None] | None:
-    """(name, version, CUDA major or None) of the installed CuPy, found without importing it."""
-    import importlib.metadata  # here, not at the top: it costs every `zkqueue prove` ~30 ms
-    for name, major in CUPY_DISTRIBUTIONS.items():
-        try:
-            return name, importlib.metadata.version(name), major
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def cuda_preflight(driver_cuda_version: int | None = None) -> tuple[bool, str]:
     """(plausible, reason): what a parent process may check before it forks the one that proves.
 
@@ -67,6 +54,7 @@ def cuda_preflight(driver_cuda_version: int | None = None) -> tuple[bool, str]:
     """
     if cuda_emulated():
         return True, f"host emulation of the CUDA kernels (${EMULATION_ENV}=1)"
+    from .cuda_compile import cupy_distribution  # light: no CuPy, no CUDA library
     dist = cupy_distribution()
     if dist is None or importlib.util.find_spec("cupy") is None:
         return False, "CuPy is not installed (pip install cupy-cuda12x or cupy-cuda13x)"

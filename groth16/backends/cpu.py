@@ -1,4 +1,5 @@
-"""The CPU backend: native kernels from groth16/kernels/cpu/*.cpp, called through ctypes.
+"""The CPU backend: native kernels from groth16/kernels/cpu/*.cpp, called through ctypes
+(their signatures and error codes: groth16/native_abi.py).
 
 The C ABI works on little-endian 64-bit words (see groth16/backends/base.py); arrays are
 passed as contiguous numpy uint64 buffers, so .zkey sections reach the kernels without a
@@ -9,109 +10,19 @@ here to the error tree of groth16/errors.py.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import weakref
-from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import c_int64
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import native
 from ..curves import Curve
+from ..native_abi import default_threads, library, raise_for
 from .base import as_words
-from ..errors import BackendError, Cancelled, FormatError, InputError, MismatchError
+from ..errors import BackendError, FormatError, InputError, MismatchError
 
-# kernels/cpu/errors.hpp, code -> (error class, message)
-_ERRORS: dict[int, tuple[type, str]] = {
-    1: (BackendError, "unknown curve id"),
-    2: (BackendError, "bad argument to a native kernel"),
-    3: (InputError, "NTT size must be a power of two within the field's 2-adicity"),
-    4: (BackendError, "out of memory in a native kernel"),
-    5: (BackendError, "internal error in a native kernel"),
-    6: (InputError, "an MSM scalar is not below the group order r"),
-    7: (Cancelled, "cancelled by the caller"),
-    10: (FormatError, "coefficient matrix is neither 0 (A) nor 1 (B)"),
-    11: (FormatError, "coefficient constraint index is not below the domain size"),
-    12: (FormatError, "coefficient signal index is not below the number of variables"),
-    13: (FormatError, "coefficient value is not below r"),
-    20: (FormatError, "point coordinate is not below the field prime q"),
-    21: (FormatError, "point is not on the curve"),
-}
-ERR_POINT_RANGE, ERR_POINT_CURVE = 20, 21
-
-_u64p = c_void_p  # numpy buffers are passed as raw addresses (.ctypes.data)
-
-
-def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
-    """Declare argtypes once per library, so a wrong call fails in ctypes, not in C."""
-    if getattr(lib, "_zkq_declared", False):
-        return lib
-    sig = {
-        "zkq_msm_g1": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int],
-        "zkq_msm_g2": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int],
-        "zkq_msm_g1_ex": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int, _u64p, c_int],
-        "zkq_msm_g2_ex": [c_int, _u64p, _u64p, c_size_t, _u64p, c_int, _u64p, c_int],
-        "zkq_msm_g1_plan": [c_int, c_size_t, c_int, c_uint64, POINTER(c_int64)],
-        "zkq_msm_g2_plan": [c_int, c_size_t, c_int, c_uint64, POINTER(c_int64)],
-        "zkq_msm_g1_table_build": [c_int, _u64p, c_size_t, c_int, c_int, c_int, _u64p, c_size_t, c_int],
-        "zkq_msm_g2_table_build": [c_int, _u64p, c_size_t, c_int, c_int, c_int, _u64p, c_size_t, c_int],
-        "zkq_ntt": [c_int, _u64p, c_size_t, c_int, _u64p, c_int],
-        "zkq_fr_mul": [c_int, _u64p, _u64p, _u64p, c_size_t, c_int],
-        "zkq_h_scalars": [c_int, _u64p, _u64p, _u64p, _u64p, c_size_t, c_int],
-        "zkq_evaluate_ab": [c_int, c_void_p, c_size_t, _u64p, c_size_t, c_size_t, _u64p, _u64p,
-                            POINTER(c_int64), c_int],
-        "zkq_check_g1": [c_int, _u64p, c_size_t, POINTER(c_int64), c_int],
-        "zkq_check_g2": [c_int, _u64p, c_size_t, POINTER(c_int64), c_int],
-        "zkq_test_field_op": [c_int, c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
-        "zkq_test_field_mul": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
-        "zkq_test_fq2_op": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
-        "zkq_test_g1_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
-        "zkq_test_g2_add": [c_int, c_int, _u64p, _u64p, _u64p, c_size_t],
-        "zkq_test_glv_decompose": [c_int, _u64p, _u64p, c_size_t],
-        "zkq_test_glv_constants": [c_int, _u64p],
-    }
-    for name, args in sig.items():
-        fn = getattr(lib, name)
-        fn.argtypes = args
-        fn.restype = c_int
-    lib._zkq_declared = True
-    return lib
-
-
-def library(variant: str | None = None) -> ctypes.CDLL:
-    """The native library with its functions declared (built on first use).
-
-    `variant`: "x86-adx" or "portable" arithmetic (default: what this CPU supports; see
-    groth16.native).
-
-    Raises:
-        NativeBuildError: the kernels do not compile here.
-    """
-    return _declare(native.load(variant))
-
-
-def default_threads() -> int:
-    """ZKQUEUE_THREADS if set, else the number of CPUs."""
-    env = os.environ.get("ZKQUEUE_THREADS")
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise BackendError("ZKQUEUE_THREADS must be a positive integer",
-                               expected="integer >= 1", found=env) from None
-        if n >= 1:
-            return n
-        raise BackendError("ZKQUEUE_THREADS must be a positive integer", expected="integer >= 1", found=env)
-    return os.cpu_count() or 1
-
-
-def _check(rc: int, what: str, index: int | None = None, noun: str = "entry") -> None:
-    if rc == 0:
-        return
-    cls, msg = _ERRORS.get(rc, (BackendError, f"unknown native error code {rc}"))
-    where = f" ({noun} {index})" if index is not None and index >= 0 else ""
-    raise cls(f"{what}: {msg}{where}", found=index if index is not None and index >= 0 else rc)
+__all__ = ["CpuBackend", "MsmPlan", "default_threads", "library"]
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -232,7 +143,7 @@ class CpuBackend:
         bad = c_int64(-1)
         rc = self._lib.zkq_evaluate_ab(self._cid, _ptr(raw), ncoefs, _ptr(w), w.shape[0], domain_size,
                                        _ptr(a), _ptr(b), ctypes.byref(bad), self.threads)
-        _check(rc, "A/B coefficients", bad.value, "entry")
+        raise_for(rc, "A/B coefficients", bad.value, "entry")
         return a, b
 
     def mul(self, a_mont: np.ndarray, b_mont: np.ndarray) -> np.ndarray:
@@ -242,7 +153,7 @@ class CpuBackend:
             raise InputError("pointwise product of arrays of different lengths",
                              expected=a.shape[0], found=b.shape[0])
         out = np.empty_like(a)
-        _check(self._lib.zkq_fr_mul(self._cid, _ptr(a), _ptr(b), _ptr(out), a.shape[0], self.threads), "mul")
+        raise_for(self._lib.zkq_fr_mul(self._cid, _ptr(a), _ptr(b), _ptr(out), a.shape[0], self.threads), "mul")
         return out
 
     def ntt(self, values_mont: np.ndarray, *, inverse: bool = False, coset_shift: int | None = None
@@ -259,7 +170,7 @@ class CpuBackend:
                                   .to_bytes(32, "little"), dtype=np.uint64).copy()
             shift_ptr = _ptr(shift)
         rc = self._lib.zkq_ntt(self._cid, _ptr(out), out.shape[0], int(inverse), shift_ptr, self.threads)
-        _check(rc, f"ntt of size {out.shape[0]}")
+        raise_for(rc, f"ntt of size {out.shape[0]}")
         return out
 
     def h_scalars(self, a_mont: np.ndarray, b_mont: np.ndarray, c_mont: np.ndarray) -> np.ndarray:
@@ -269,7 +180,7 @@ class CpuBackend:
             raise InputError("h_scalars inputs differ in length",
                              expected=a.shape[0], found=(b.shape[0], c.shape[0]))
         out = np.empty_like(a)
-        _check(self._lib.zkq_h_scalars(self._cid, _ptr(a), _ptr(b), _ptr(c), _ptr(out), a.shape[0],
+        raise_for(self._lib.zkq_h_scalars(self._cid, _ptr(a), _ptr(b), _ptr(c), _ptr(out), a.shape[0],
                                        self.threads), "h_scalars")
         return out
 
@@ -303,7 +214,7 @@ class CpuBackend:
         fn = self._lib.zkq_msm_g2_ex if g2 else self._lib.zkq_msm_g1_ex
         rc = fn(self._cid, _ptr(p), _ptr(s), p.shape[0], None if table is None else _ptr(table.buffer),
                 window_bits, _ptr(out), self.threads)
-        _check(rc, what)
+        raise_for(rc, what)
         return out.tobytes()
 
     def msm_g1(self, points: np.ndarray, scalars_std: np.ndarray, table: MsmTable | None = None, *,
@@ -339,7 +250,7 @@ class CpuBackend:
         (`budget_bytes` 0), or with the best fixed-base table of at most `budget_bytes`."""
         out = (c_int64 * 5)()
         fn = self._lib.zkq_msm_g2_plan if g2 else self._lib.zkq_msm_g1_plan
-        _check(fn(self._cid, n, self.threads, max(0, int(budget_bytes)), out), "msm_plan")
+        raise_for(fn(self._cid, n, self.threads, max(0, int(budget_bytes)), out), "msm_plan")
         return MsmPlan(*out)
 
     def table_bytes(self, n: int, *, g2: bool = False, budget_bytes: int) -> int:
@@ -355,7 +266,7 @@ class CpuBackend:
             return None
         buf = np.empty(plan.table_bytes // 8, dtype=np.uint64)
         fn = self._lib.zkq_msm_g2_table_build if g2 else self._lib.zkq_msm_g1_table_build
-        _check(fn(self._cid, _ptr(p), p.shape[0], plan.window_bits, plan.stride, plan.levels, _ptr(buf),
+        raise_for(fn(self._cid, _ptr(p), p.shape[0], plan.window_bits, plan.stride, plan.levels, _ptr(buf),
                   buf.nbytes, self.threads), what)
         return MsmTable(points=points, g2=g2, plan=plan, buffer=buf)
 
@@ -452,7 +363,7 @@ class CpuBackend:
             Cancelled: `cancel` was set.
             BackendError: the native prove failed.
         """
-        from .. import native_prove  # noqa: PLC0415 - its signatures, declared on the same library
+        from .. import native_prove  # noqa: PLC0415 - Sections and call_prove; numpy-free, imported on first prove
 
         w = as_words(witness_std, 4, "witness")
         if w.shape[0] != zkey.n_vars:
@@ -466,7 +377,7 @@ class CpuBackend:
                                     alpha1=zkey.alpha1, beta1=zkey.beta1, delta1=zkey.delta1,
                                     beta2=zkey.beta2, delta2=zkey.delta2)
         pi_a, pi_b, pi_c, _ = native_prove.call_prove(
-            native_prove.library(self._variant), self.curve, zkey.path, sec, _ptr(w), n_vars=zkey.n_vars,
+            library(self._variant), self.curve, zkey.path, sec, _ptr(w), n_vars=zkey.n_vars,
             n_public=zkey.n_public, domain_size=zkey.domain_size, r=r, s=s, threads=self.threads,
             tables=[None if t is None else _ptr(t.buffer) for t in tables], cancel=cancel)
         return pi_a, pi_b, pi_c
@@ -475,7 +386,7 @@ class CpuBackend:
         p = as_words(points, width, what)
         bad = c_int64(-1)
         rc = fn(self._cid, _ptr(p), p.shape[0], ctypes.byref(bad), self.threads)
-        _check(rc, f"{what} ({self.curve.name})", bad.value, "point")
+        raise_for(rc, f"{what} ({self.curve.name})", bad.value, "point")
 
     def check_g1(self, points: np.ndarray) -> None:
         """Reject G1 points with a coordinate >= q or off the curve (zeros = infinity pass).

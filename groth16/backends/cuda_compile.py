@@ -24,9 +24,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..curves import BLS12381, BN128, Curve
-from . import cuda
+from . import cuda_source   # the sources; cuda.py launches what this compiles
 
 PREBUILT_ARCHS = ("sm_80", "sm_90")   # A100, H100/H200: what the GPU image compiles at build
+
+# CuPy's wheels, by the CUDA major version they are built for ("cupy" is a source build).
+CUPY_DISTRIBUTIONS = {"cupy-cuda13x": 13, "cupy-cuda12x": 12, "cupy-cuda11x": 11, "cupy": None}
+
+
+def cupy_distribution() -> tuple[str, str, int | None] | None:
+    """(name, version, CUDA major or None) of the installed CuPy, found without importing it."""
+    import importlib.metadata  # here, not at the top: it costs every `zkqueue prove` ~30 ms
+    for name, major in CUPY_DISTRIBUTIONS.items():
+        try:
+            return name, importlib.metadata.version(name), major
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 class KernelCompileError(RuntimeError):
@@ -49,7 +63,6 @@ def _candidates() -> list[str]:
     """Paths to try, best first. Among NVIDIA's wheels, the one for CuPy's CUDA major comes
     first: cubins from a newer CUDA than the driver's do not load (and the worker's
     fingerprint names the NVRTC of CuPy's major)."""
-    from . import cupy_distribution
     dist = cupy_distribution()
     subs = ["cu13/lib", "cuda_nvrtc/lib"]   # CUDA 13's wheel, CUDA 12's
     if dist and dist[2] == 12:
@@ -140,13 +153,13 @@ def compile_source(text: str, name: str, options: list[str]) -> tuple[bytes, str
 
 
 def options(arch: str) -> list[str]:
-    return [*cuda.compile_options(), f"--gpu-architecture={arch}"]
+    return [*cuda_source.compile_options(), f"--gpu-architecture={arch}"]
 
 
 def cubin_path(curve: Curve, unit: str, arch: str) -> Path:
     """Where the cubin of (curve, unit, arch) is cached: keyed by the module's text (which
     embeds the hash of every kernel source), the options and NVRTC's version."""
-    key = hashlib.sha256("\0".join([cuda.module_source(curve, unit), *options(arch), nvrtc_version()]).encode())
+    key = hashlib.sha256("\0".join([cuda_source.module_source(curve, unit), *options(arch), nvrtc_version()]).encode())
     return cache_dir() / "cuda-cubin" / f"{curve.name}-{unit}-{arch}-{key.hexdigest()[:20]}.cubin"
 
 
@@ -157,7 +170,7 @@ def cubin(curve: Curve, unit: str, arch: str) -> tuple[Path, float]:
     if path.exists():
         return path, 0.0
     t0 = time.monotonic()
-    data, _ = compile_source(cuda.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu", options(arch))
+    data, _ = compile_source(cuda_source.module_source(curve, unit), f"zkq_{curve.name}_{unit}.cu", options(arch))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "wb") as f:
@@ -171,7 +184,7 @@ def prebuild(archs=PREBUILT_ARCHS, curves=(BN128, BLS12381), units=None, jobs: i
              ) -> list[tuple[str, str, str, float]]:
     """Compiles every (curve, unit, arch) into the cache, in parallel; returns
     (curve, unit, arch, seconds) per cubin. Raises KernelCompileError."""
-    units = units or cuda.PRODUCTION_UNITS
+    units = units or cuda_source.PRODUCTION_UNITS
     work = [(c, u, a) for c in curves for u in units for a in archs]
     with ThreadPoolExecutor(jobs or min(len(work), os.cpu_count() or 1)) as pool:
         done = list(pool.map(lambda w: cubin(*w)[1], work))
@@ -185,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all-units", action="store_true", help="the test-only units too (selftest)")
     args = p.parse_args(argv)
     t0 = time.monotonic()
-    units = tuple(cuda.UNITS) if args.all_units else cuda.PRODUCTION_UNITS
+    units = tuple(cuda_source.UNITS) if args.all_units else cuda_source.PRODUCTION_UNITS
     try:
         rows = prebuild(tuple(args.arch or PREBUILT_ARCHS), units=units, jobs=args.jobs)
     except KernelCompileError as exc:

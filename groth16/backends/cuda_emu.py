@@ -39,7 +39,7 @@ import numpy as np
 
 from ..curves import Curve
 from ..errors import NativeBuildError
-from . import cuda
+from . import cuda_source
 from .cuda_compile import cache_dir
 
 CXX_FLAGS = ("-O1", "-std=c++17", "-fPIC", "-shared", "-w")
@@ -82,10 +82,10 @@ def _compiler() -> str:
 
 
 def build(curve: Curve, unit: str) -> Path:
-    """Compiles one module unit of a curve (cuda.UNITS) as a host shared library, cached
+    """Compiles one module unit of a curve (cuda_source.UNITS) as a host shared library, cached
     by the hash of its text, the compiler and the flags."""
     cxx = _compiler()
-    source = cuda.module_source(curve, unit)
+    source = cuda_source.module_source(curve, unit)
     key = hashlib.sha256((source + cxx + " ".join(CXX_FLAGS)).encode()).hexdigest()[:20]
     target = cache_dir() / "cuda-emu" / key / f"zkq_emu_{curve.name}_{unit}.so"
     if target.exists():
@@ -94,7 +94,7 @@ def build(curve: Curve, unit: str) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent.parent))
     try:
         out = tmp / target.name
-        proc = subprocess.run([cxx, *CXX_FLAGS, "-x", "c++", "-I", str(cuda.KERNEL_DIR), "-", "-o", str(out)],
+        proc = subprocess.run([cxx, *CXX_FLAGS, "-x", "c++", "-I", str(cuda_source.KERNEL_DIR), "-", "-o", str(out)],
                               input=source, capture_output=True, text=True)
         if proc.returncode != 0:
             raise NativeBuildError(f"the CUDA kernels ({curve.name}, {unit}) do not compile as C++ for the "
@@ -152,7 +152,7 @@ class EmulatedRuntime:
     def _entry(self, name: str):
         hit = self._entries.get(name)
         if hit is None:
-            unit = cuda.unit_of(name)
+            unit = cuda_source.unit_of(name)
             if unit not in self._libs:
                 self._libs[unit] = _load(build(self.curve, unit))
             lib = self._libs[unit]

@@ -19,10 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..encoding import scalars_to_bytes
-from ..errors import InputError, MismatchError
+from ..errors import Cancelled, InputError, MismatchError
 from . import cuda_msm, cuda_ntt
 from .base import as_words
-from .cuda import check_cancel
 
 MSM_STREAMS = 3
 
@@ -104,3 +103,9 @@ def prove(be, zkey, witness_std: np.ndarray, r: int, s: int, *, cancel=None) -> 
     out = be.rt.download(xp.concatenate([first[0:1], pi_c], axis=0))
     pi_b_words = be.rt.download(pi_b)
     return be.xyzz_to_lem("g1", out[0]), be.xyzz_to_lem("g2", pi_b_words[0]), be.xyzz_to_lem("g1", out[1])
+
+
+def check_cancel(cancel) -> None:
+    """Raises Cancelled when the caller's flag (a ctypes c_int, or None) is set."""
+    if cancel is not None and cancel.value:
+        raise Cancelled("the prove was cancelled")

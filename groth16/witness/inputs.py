@@ -202,5 +202,5 @@ def to_field(value: Any, label: str, prime: int, field_name: str | Callable[[], 
             field_name = field_name()
         raise InputValueError(f"{label} = {n}: not an element of the {field_name} (values must be "
                               f"below p = {prime}; negatives count down from p)", path=source,
-                              expected=f"-p < value < p", found=n)
+                              expected="-p < value < p", found=n)
     return n % prime
