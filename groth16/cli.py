@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import logging
 import os
 import sys
 import time
@@ -28,7 +27,7 @@ def _threads(value: str) -> int:
 _BACKENDS = ("cpu", "cuda", "auto")  # as groth16.backends.BACKENDS, without importing it here
 
 
-def _native_cpu(backend: str) -> bool:
+def _native_cpu(backend: str, verbose: bool) -> bool:
     """True when the prove runs on the CPU, so that it takes the numpy-free native whole-prove:
     --backend cpu, or auto where no GPU is usable (known without importing CuPy when it is
     not installed). --backend cuda, and auto with a usable GPU, take get_backend's path."""
@@ -43,6 +42,8 @@ def _native_cpu(backend: str) -> bool:
     else:
         usable, why = backends.cuda_status()
     if not usable:
+        _setup_logging(verbose)
+        import logging  # noqa: PLC0415 - loaded by groth16.backends already
         logging.getLogger("zkqueue.backend").info("backend auto: using cpu (%s)", why)
     return not usable
 
@@ -69,10 +70,11 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     args.backend = _backend_choice(args.backend)
-    if not args.r1cs and _native_cpu(args.backend):
+    if not args.r1cs and _native_cpu(args.backend, args.verbose):
         from . import native_prove
         result = native_prove.prove_files(args.zkey, args.witness, threads=args.threads)
     else:
+        _setup_logging(args.verbose)   # the backends and readers of this path may warn
         result = _prove_with_backend(args)
     jsonfiles.write_json(args.proof, jsonfiles.proof_json(result.proof))
     jsonfiles.write_public(args.public, result.public_signals)
@@ -168,13 +170,22 @@ def new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     return parser, parser.add_subparsers(dest="command", required=True)
 
 
+def _setup_logging(verbose: bool) -> None:
+    """Log lines as `zkqueue: message` on stderr, INFO and above with -v, else WARNING."""
+    import logging  # noqa: PLC0415
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="zkqueue: %(message)s")
+
+
 def run_command(args: argparse.Namespace, input_errors: tuple[type[BaseException], ...] = ()) -> int:
     """Runs a parsed command, turning errors into one line on stderr and an exit code.
 
     `input_errors` adds exception types (beside groth16's InputError) that mean bad input.
     """
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="zkqueue: %(message)s")
+    # The native CPU prove logs nothing (-v prints its timings with print): it skips
+    # importing logging (and its traceback, weakref, string...), a few ms of a one-shot
+    # process's start-up. cmd_prove sets logging up itself before a path that may log.
+    if args.command != "prove":
+        _setup_logging(args.verbose)
     try:
         return args.func(args)
     except (InputError, *input_errors) as exc:
