@@ -258,7 +258,8 @@ class CpuBackend:
         `budget_bytes` (0 when no table that fits is worth it)."""
         return self.msm_plan(n, g2=g2, budget_bytes=budget_bytes).table_bytes
 
-    def _precompute(self, g2: bool, points: np.ndarray, budget_bytes: int) -> MsmTable | None:
+    def _precompute(self, g2: bool, points: np.ndarray, budget_bytes: int, threads: int | None = None
+                    ) -> MsmTable | None:
         what = "precompute_g2" if g2 else "precompute_g1"
         p = as_words(points, self._width(g2), f"{what} points")
         plan = self.msm_plan(p.shape[0], g2=g2, budget_bytes=budget_bytes)
@@ -267,7 +268,7 @@ class CpuBackend:
         buf = np.empty(plan.table_bytes // 8, dtype=np.uint64)
         fn = self._lib.zkq_msm_g2_table_build if g2 else self._lib.zkq_msm_g1_table_build
         raise_for(fn(self._cid, _ptr(p), p.shape[0], plan.window_bits, plan.stride, plan.levels, _ptr(buf),
-                  buf.nbytes, self.threads), what)
+                  buf.nbytes, self.threads if threads is None else threads), what)
         return MsmTable(points=points, g2=g2, plan=plan, buffer=buf)
 
     def precompute_g1(self, points: np.ndarray, budget_bytes: int) -> MsmTable | None:
@@ -317,18 +318,21 @@ class CpuBackend:
             if prepared.error is not None:
                 raise prepared.error
             return prepared
-        threading.Thread(target=self._build_tables, args=(weakref.ref(prepared), prepared._done, jobs),
+        # One thread: the proofs that run meanwhile have every core already
+        threading.Thread(target=self._build_tables, args=(weakref.ref(prepared), prepared._done, jobs, 1),
                          name="zkq-msm-tables", daemon=True).start()
         return prepared
 
-    def _build_tables(self, ref: "weakref.ref[PreparedKey]", done: threading.Event, jobs: list) -> None:
+    def _build_tables(self, ref: "weakref.ref[PreparedKey]", done: threading.Event, jobs: list,
+                      threads: int | None = None) -> None:
         """Builds `jobs`' tables into the PreparedKey behind `ref`, registering each; holds
         that key only between tables, so dropping it stops the build."""
         try:
             for points, g2, budget in jobs:
                 if ref() is None:
                     return
-                table = self._precompute(g2, points, budget)   # native, without the GIL
+                # native, without the GIL (threads: None = the backend's)
+                table = self._precompute(g2, points, budget, threads)
                 prepared = ref()
                 if prepared is None:
                     return
