@@ -164,19 +164,20 @@ def add_commands(sub) -> None:
 
 
 class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, sized as shutil.get_terminal_size would size it without
-    importing shutil (and bz2, lzma, fnmatch with it): add_subparsers makes one even when
-    no help is printed, a few ms of every one-shot `zkqueue prove`."""
+    """argparse's formatter, as wide as the terminal (80 columns when stdout is none) without
+    importing shutil (and bz2, lzma, fnmatch with it) as argparse's own does: add_subparsers
+    and every add_argument make one even when no help is printed, a few ms of every one-shot
+    `zkqueue prove`. ($COLUMNS, which shutil would read, is not: settings come from
+    zkqueue.config.)"""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
                  width: int | None = None):
         if width is None:
             try:
-                columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(sys.__stdout__.fileno()).columns
+                width = os.get_terminal_size(sys.__stdout__.fileno()).columns - 2
             except (AttributeError, ValueError, OSError):
-                columns = 80
-            width = (columns or 80) - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
+                width = 78
+        super().__init__(prog, indent_increment, max_help_position, max(width, 40))
 
 
 class _Parser(argparse.ArgumentParser):
