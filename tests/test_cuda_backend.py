@@ -110,12 +110,12 @@ def test_msm_g2_against_cpu(pair, kind, n):
 
 
 def test_msm_chunked_sort(pair, monkeypatch):
-    from zkqueue.groth16.backends import cuda
+    from zkqueue.groth16.backends import cuda_msm
     cu, cpu = pair
     key, _ = fixture_key(cu.curve.name)
     pts = tiled(np.asarray(key.h_query), 50000)
     sc = random_scalars(cu.curve, 50000, np.random.default_rng(3), "random")
-    monkeypatch.setattr(cuda, "SORT_ENTRIES", 100000)
+    monkeypatch.setattr(cuda_msm, "SORT_ENTRIES", 100000)
     assert cu.msm_g1(pts, sc) == cpu.msm_g1(pts, sc)
 
 

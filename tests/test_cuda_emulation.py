@@ -379,7 +379,7 @@ def _injected_copy(tmp_path, monkeypatch, file: str, old: str, new: str):
     text = (copy / file).read_text()
     assert text.count(old) == 1, f"the injection site moved: {old!r}"
     (copy / file).write_text(text.replace(old, new))
-    monkeypatch.setattr(cuda, "KERNEL_DIR", copy)
+    monkeypatch.setattr(cuda_source, "KERNEL_DIR", copy)
 
 
 INJECTED = {
