@@ -70,6 +70,26 @@ def _touch(path: str) -> None:
         os.replace(tmp, path)
 
 
+class SupervisorWatch:
+    """Stops this worker when the `zkqueue worker` that started it is gone (killed: the OOM
+    killer, SIGKILL of its pid alone), as that supervisor would have stopped it: a warm
+    shutdown (SIGTERM to itself; Celery finishes the partition in hand). Otherwise the
+    orphan would prove on unwatched beside the workers a restarted supervisor starts."""
+
+    def __init__(self, supervisor_pid: int):
+        self.supervisor_pid = supervisor_pid
+        self.stopping = False
+
+    def check(self) -> None:
+        """Called every liveness beat: re-parented means the supervisor died."""
+        if self.stopping or os.getppid() == self.supervisor_pid:
+            return
+        self.stopping = True
+        log.warning("supervisor (pid %d) is gone: stopping this worker", self.supervisor_pid)
+        import signal  # noqa: PLC0415
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def fit_key_cache(budget_bytes: int, device: str) -> int:
     """The key-cache budget this worker can actually hold: at most half the memory available
     now on the host (and on its GPU, for cuda:N), logged when it has to shrink.
@@ -145,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import finalize, partition, synthesize  # noqa: F401  (registers the tasks before the pool forks)
     consumed = queues(worker_id, args.device, args.synthesize)
-    _install_signals(settings, proc, worker_id, args.device, synthesizes=SYNTH_QUEUE in consumed)
+    _install_signals(settings, proc, worker_id, args.device, synthesizes=SYNTH_QUEUE in consumed,
+                     supervisor_pid=os.getppid())
     app.worker_main(argv=[
         "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
         f"--queues={','.join(consumed)}", f"--loglevel={(args.loglevel or proc.loglevel).upper()}",
@@ -156,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes: bool) -> None:
+def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes: bool,
+                     supervisor_pid: int) -> None:
     from celery import signals
 
     from zkqueue.coordinator.keys import worker_queue
@@ -194,8 +216,15 @@ def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes
         state["heartbeat"] = hb = Heartbeat(lambda i: sched.registry.beat(worker_id, i), info,
                                             settings.heartbeat_interval_s)
         hb.start()
-        state["alive"] = Heartbeat(lambda _: _touch(proc.alive_file), dict,
-                                   settings.heartbeat_interval_s)
+        # A supervisor (workers/spawn.py) watches this process through its liveness file,
+        # and this process watches the supervisor back.
+        watch = SupervisorWatch(supervisor_pid) if proc.alive_file else None
+
+        def alive(_):
+            _touch(proc.alive_file)
+            if watch:
+                watch.check()
+        state["alive"] = Heartbeat(alive, dict, settings.heartbeat_interval_s)
         state["alive"].start()
         state["reaper"] = Reaper(sched, owner=worker_id).start_thread()
         log.info("worker %s ready", worker_id)

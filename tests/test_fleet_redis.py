@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import subprocess
 import urllib.request
 
@@ -87,7 +89,7 @@ def test_client_workers_broker_flower_and_metrics_over_tls_each_as_its_role(tls_
     certs, url, _ = tls_redis
     tls = tls_env(certs)
     store = tmp_path / "store"
-    env = lambda role, **kw: zkqueue_env(dict(__import__("os").environ), ZKQUEUE_REDIS_URL=url(role),  # noqa: E731
+    env = lambda role, **kw: zkqueue_env(dict(os.environ), ZKQUEUE_REDIS_URL=url(role),  # noqa: E731
                                          ZKQUEUE_STORE_URL=store, ZKQUEUE_CACHE_DIR=tmp_path / f"cache-{role}",
                                          **tls, **kw)
     admin = admin_client(url("admin"), certs)
@@ -137,7 +139,7 @@ def test_client_workers_broker_flower_and_metrics_over_tls_each_as_its_role(tls_
         assert scrape(metrics_port)
     finally:
         for p, name in procs:
-            p.kill()
+            os.killpg(p.pid, signal.SIGKILL)   # the whole tree: each started its own session
             p.wait(timeout=30)
             print(f"----- {name} -----\n{(tmp_path / f'{name}.log').read_text(errors='replace')[-4000:]}")
 

@@ -78,3 +78,21 @@ def test_sigkill_of_a_whole_worker_tree_mid_partition(queue):
     _check_complete(job, index, killed_at)
     st = job.status()
     assert started["worker"] not in {p.worker for p in st.partitions if p.index == index}
+
+
+def test_workers_stop_themselves_when_their_supervisor_is_killed(queue):
+    """SIGKILL of the `zkqueue worker` process alone (the OOM killer's pick, a `kill -9` of its
+    pid): its worker and pool processes stop within seconds instead of proving on, unwatched,
+    beside the ones a restarted supervisor would start."""
+    import psutil
+    group = queue.start_workers(1)
+    queue.ready(group)
+    tree = psutil.Process(group.proc.pid).children(recursive=True)
+    assert tree, "the supervisor has no worker processes"
+    group.proc.send_signal(signal.SIGKILL)
+    group.proc.wait(timeout=10)
+
+    def all_gone():
+        return not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    wait_until(all_gone, 30, "the orphaned worker processes to stop")
+    assert "supervisor (pid" in group.log() and "is gone: stopping this worker" in group.log()
