@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -86,7 +87,6 @@ class SupervisorWatch:
             return
         self.stopping = True
         log.warning("supervisor (pid %d) is gone: stopping this worker", self.supervisor_pid)
-        import signal  # noqa: PLC0415
         os.kill(os.getpid(), signal.SIGTERM)
 
 

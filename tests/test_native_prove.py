@@ -8,7 +8,6 @@ this CPU runs. And `zkqueue prove --backend cpu` must not import numpy.
 from __future__ import annotations
 
 import ctypes
-import functools
 import random
 import subprocess
 import sys
@@ -178,14 +177,11 @@ def shifted(values: list[int], g: int, r: int) -> list[int]:
     return out
 
 
-BY_NAME = {c.name: c for c in CURVES}
-
-
-@functools.lru_cache(maxsize=None)
-def h_case(curve_name: str, log_n: int) -> tuple[list[int], list[int], list[int]]:
-    """Random A and B on the domain of 2^log_n and h = A*B - C on the odd coset, by the Python
-    reference: computed once for both arithmetic variants (it is most of the test's time)."""
-    curve = BY_NAME[curve_name]
+@pytest.mark.parametrize("curve", CURVES, ids=IDS)
+@pytest.mark.parametrize("log_n", [0, 1, 2, 5, 13, 14, 15])
+def test_h_from_ab_vs_python(curve, log_n, arith):
+    """h = A*B - C on the odd coset from A, B on the domain (the transform half of the prove):
+    sizes below, at and above the cache block (outer stages: one, two fused, fused + one)."""
     rng = random.Random(log_n * 7 + curve.native_id)
     n, r = 1 << log_n, curve.r
     a = [rng.randrange(r) for _ in range(n)]
@@ -196,45 +192,29 @@ def h_case(curve_name: str, log_n: int) -> tuple[list[int], list[int], list[int]
     def odd_coset(values):
         return ntt_ref(shifted([x * n_inv % r for x in ntt_ref(values, w_inv, r)], g, r), w, r)
     ao, bo, co = odd_coset(a), odd_coset(b), odd_coset([x * y % r for x, y in zip(a, b)])
-    return a, b, [(x * y - z) % r for x, y, z in zip(ao, bo, co)]
+    expected = [(x * y - z) % r for x, y, z in zip(ao, bo, co)]
 
-
-@pytest.mark.parametrize("curve", CURVES, ids=IDS)
-@pytest.mark.parametrize("log_n", [0, 1, 2, 5, 13, 14, 15])
-def test_h_from_ab_vs_python(curve, log_n, arith):
-    """h = A*B - C on the odd coset from A, B on the domain (the transform half of the prove):
-    sizes below, at and above the cache block (outer stages: one, two fused, fused + one)."""
-    a, b, expected = h_case(curve.name, log_n)
     lib = native_prove.library(arith)
     for threads in (1, 2):
         aw, bw = to_words(curve, a), to_words(curve, b)
-        rc = lib.zkq_h_from_ab(curve.native_id, aw, bw, 1 << log_n, native_prove.coset_shift_mont(curve, log_n),
-                               threads)
+        rc = lib.zkq_h_from_ab(curve.native_id, aw, bw, n, native_prove.coset_shift_mont(curve, log_n), threads)
         assert rc == 0
         assert from_words(aw, mont=False) == expected, threads
-
-
-@functools.lru_cache(maxsize=None)
-def coset_ntt_case(curve_name: str, log_n: int) -> tuple[list[int], list[int]]:
-    """Random x of 2^log_n values and its forward NTT on the odd coset (Python reference),
-    computed once for both arithmetic variants."""
-    curve = BY_NAME[curve_name]
-    rng = random.Random(log_n + 100 * curve.native_id)
-    r = curve.r
-    x = [rng.randrange(r) for _ in range(1 << log_n)]
-    return x, ntt_ref(shifted(x, curve.coset_shift(log_n), r), curve.root_of_unity(log_n), r)
 
 
 @pytest.mark.parametrize("curve", CURVES, ids=IDS)
 @pytest.mark.parametrize("log_n", [13, 14, 15])
 def test_ntt_large_vs_python(curve, log_n, arith):
     """The backend op's NTT (forward with a coset shift, inverse) above the cache block."""
-    x, expected = coset_ntt_case(curve.name, log_n)
-    n, g = 1 << log_n, curve.coset_shift(log_n)
+    rng = random.Random(log_n + 100 * curve.native_id)
+    n, r = 1 << log_n, curve.r
+    x = [rng.randrange(r) for _ in range(n)]
+    g = curve.coset_shift(log_n)
+    w = curve.root_of_unity(log_n)
     be = CpuBackend(curve, threads=2, variant=arith)
     words = np.frombuffer(to_words(curve, x).raw, dtype=np.uint64).reshape(-1, 4)
     fwd = be.ntt(words, coset_shift=g)
-    assert from_words(ctypes.create_string_buffer(fwd.tobytes(), n * 32), r=curve.r) == expected
+    assert from_words(ctypes.create_string_buffer(fwd.tobytes(), n * 32), r=r) == ntt_ref(shifted(x, g, r), w, r)
     assert np.array_equal(be.ntt(fwd, inverse=True, coset_shift=g), words)
 
 

@@ -10,6 +10,7 @@ here to the error tree of groth16/errors.py.
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 import weakref
 from ctypes import c_int64
@@ -23,6 +24,8 @@ from .base import as_words
 from ..errors import BackendError, FormatError, InputError, MismatchError
 
 __all__ = ["CpuBackend", "MsmPlan", "default_threads", "library"]
+
+log = logging.getLogger("zkqueue.backend.cpu")
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -82,13 +85,9 @@ class PreparedKey:
         """Bytes of the tables built so far."""
         return sum(t.nbytes for t in self.tables)
 
-    @property
-    def ready(self) -> bool:
-        """Whether every planned table is built (or the build has stopped)."""
-        return self._done.is_set()
-
     def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until the build is over (see `ready`); False when `timeout` passed first."""
+        """Blocks until the build is over (every table built, or the build stopped); False
+        when `timeout` passed first."""
         return self._done.wait(timeout)
 
 
@@ -341,6 +340,7 @@ class CpuBackend:
                     self._registered[id(points)] = table
                 del prepared
         except Exception as e:  # noqa: BLE001 - kept on the key; proofs go on without tables
+            log.warning("building fixed-base MSM tables failed (%s): proofs go on without them", e)
             prepared = ref()
             if prepared is not None:
                 prepared.error = e
