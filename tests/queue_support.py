@@ -1,7 +1,8 @@
 """Helpers for the queue tests: a real Redis database, real worker process groups.
 
 The Redis URL is $ZKQUEUE_TEST_REDIS_URL (default redis://127.0.0.1:6379/13); the database
-is flushed before and after each test. Workers are `python -m zkqueue.coordinator.cli worker`
+is flushed before and after each test. Under pytest-xdist each test process has a database of
+its own: worker gwN uses the URL's database + N. Workers are `python -m zkqueue.coordinator.cli worker`
 process trees, each in its own session/process group, killed at teardown.
 """
 
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +23,21 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REDIS_URL = os.environ.get("ZKQUEUE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def _redis_url_of_this_process(base: str) -> str:
+    """`base`, with its database moved up by this pytest-xdist worker's number (gw0: +0),
+    so that test processes running side by side never flush each other's database."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    url = urllib.parse.urlsplit(base)
+    db = int(url.path.strip("/") or 0) + int(worker.removeprefix("gw"))
+    if db > 15:
+        raise RuntimeError(f"ZKQUEUE_TEST_REDIS_URL={base}: test process {worker} would need database {db}, "
+                           "beyond Redis's default 16; use a lower database or fewer test processes (-n)")
+    return urllib.parse.urlunsplit(url._replace(path=f"/{db}"))
+
+
+REDIS_URL = _redis_url_of_this_process(os.environ.get("ZKQUEUE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"))
 CHAIN = FIXTURES / "bn128_chain_10"
 PARTITIONS = [CHAIN / "partitions" / f"witness_{i}.wtns" for i in range(4)]
 
