@@ -128,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     from zkqueue import config
     from zkqueue.coordinator.errors import ConfigError
-    from zkqueue.coordinator.keys import SYNTH_QUEUE
     from zkqueue.groth16.errors import Groth16Error
     from zkqueue.workers import faults
     from zkqueue.workers.devices import device_from_spec
@@ -165,8 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import finalize, partition, synthesize  # noqa: F401  (registers the tasks before the pool forks)
     consumed = queues(worker_id, args.device, args.synthesize)
-    _install_signals(settings, proc, worker_id, args.device, synthesizes=SYNTH_QUEUE in consumed,
-                     supervisor_pid=os.getppid())
+    _install_signals(settings, proc, worker_id, args.device, consumed, supervisor_pid=os.getppid())
     app.worker_main(argv=[
         "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
         f"--queues={','.join(consumed)}", f"--loglevel={(args.loglevel or proc.loglevel).upper()}",
@@ -177,13 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes: bool,
+def _install_signals(settings, proc, worker_id: str, device: str, consumed: list[str], *,
                      supervisor_pid: int) -> None:
     from celery import signals
 
-    from zkqueue.coordinator.keys import worker_queue
+    from zkqueue.coordinator.keys import SYNTH_QUEUE, worker_queue
     from zkqueue.coordinator.reaper import Reaper
     from zkqueue.coordinator.scheduler import Scheduler
+    from zkqueue.workers.consumer_watch import ConsumerWatch
     from zkqueue.workers.heartbeat import Heartbeat
 
     from . import context
@@ -205,11 +204,11 @@ def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes
         except psutil.Error:
             children = []
         return {"worker": worker_id, "pid": os.getpid(), "pgid": os.getpgid(0), "children": children,
-                "queue": worker_queue(worker_id), "synthesizes": synthesizes, "fingerprint": ctx.fingerprint,
-                "started_at": state["t0"]}
+                "queue": worker_queue(worker_id), "synthesizes": SYNTH_QUEUE in consumed,
+                "fingerprint": ctx.fingerprint, "started_at": state["t0"]}
 
     @signals.worker_ready.connect(weak=False)
-    def _ready(**_):
+    def _ready(sender=None, **_):
         state["t0"] = time.time()
         sched = Scheduler(settings)
         state["sched"] = sched
@@ -219,11 +218,16 @@ def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes
         # A supervisor (workers/spawn.py) watches this process through its liveness file,
         # and this process watches the supervisor back.
         watch = SupervisorWatch(supervisor_pid) if proc.alive_file else None
+        # ... and its own consumer: one that stopped taking work is replaced the same way.
+        consumer = ConsumerWatch(idle=lambda: _connected_holding_no_task(sender),
+                                 waiting=lambda: _waiting(sched.r, consumed),
+                                 stall_s=settings.consumer_stall_s, stop=_stop_to_be_restarted)
 
         def alive(_):
             _touch(proc.alive_file)
             if watch:
                 watch.check()
+            consumer.check()
         state["alive"] = Heartbeat(alive, dict, settings.heartbeat_interval_s)
         state["alive"].start()
         state["reaper"] = Reaper(sched, owner=worker_id).start_thread()
@@ -237,6 +241,31 @@ def _install_signals(settings, proc, worker_id: str, device: str, *, synthesizes
             _, stop = state["reaper"]
             stop.set()
             state["sched"].registry.remove(worker_id)
+
+
+def _connected_holding_no_task(consumer) -> bool:
+    """Celery's consumer (in this process) holds a broker connection, which it gives up while
+    it reconnects, and no message of this worker's is reserved, running or scheduled."""
+    from celery.worker import state
+    return consumer.connection is not None and not (
+        state.reserved_requests or state.active_requests or state.scheduled_requests)
+
+
+def _waiting(r, consumed: list[str]) -> int:
+    """Messages on the Redis lists of the queues this worker consumes, every priority level."""
+    from zkqueue.coordinator.broker import queue_lists
+    with r.pipeline(transaction=False) as pipe:
+        for queue in consumed:
+            for name in queue_lists(queue):
+                pipe.llen(name)
+        return sum(pipe.execute())
+
+
+def _stop_to_be_restarted(reason: str) -> None:
+    """A warm shutdown (SIGTERM to itself), which holds no task here; the supervisor, or the
+    service manager, starts a fresh worker with a fresh consumer."""
+    log.error("%s: stopping this worker so that a fresh one replaces it", reason)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":

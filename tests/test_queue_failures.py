@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -287,3 +288,29 @@ def test_a_worker_that_stops_answering_is_killed_and_replaced(queue):
             pass
     assert "stopped answering" in group.log()
     assert len(queue.client().submit(ZKEY, PARTITIONS[:1]).wait(60).partitions) == 1
+
+
+def test_a_worker_whose_consumer_stopped_taking_work_is_replaced(queue):
+    # Work waiting while the worker is busy is normal: three partitions on one slow worker
+    # wait longer than the stall limit, and the worker stays.
+    group = queue.start_workers(1, fault="slow:2", env={"ZKQUEUE_CONSUMER_STALL_S": "3"})
+    before = queue.ready(group)[0]
+    assert queue.client().submit(ZKEY, PARTITIONS[:3]).wait(90).complete
+    assert [b["worker"] for b in queue.heartbeats(group)] == [before["worker"]]
+    assert "stopped taking work" not in group.log()
+
+    # Its consumer stops taking work while the process and its heartbeats go on (Celery's own
+    # remote control cancels every queue it reads; the process cannot tell this from a stall).
+    from zkqueue.coordinator.broker import Sender
+    control = Sender(queue.settings()).app.control
+    node = f"{before['worker']}@{socket.gethostname()}"
+    consumed = control.inspect(destination=[node], timeout=5).active_queues()[node]
+    for q in consumed:
+        control.cancel_consumer(q["name"], destination=[node], reply=True, timeout=5)
+    assert control.inspect(destination=[node], timeout=5).active_queues()[node] == []
+
+    job = queue.client().submit(ZKEY, PARTITIONS[:1])
+    assert job.wait(60).complete                    # proved by the replacement
+    replacement = [b["worker"] for b in queue.heartbeats(group)]
+    assert len(replacement) == 1 and replacement != [before["worker"]]
+    assert "waited" in group.log() and "its broker consumer stopped taking work" in group.log()

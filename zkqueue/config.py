@@ -91,6 +91,9 @@ FLEET_VARS = (
     Var("send_grace_s", float, 10.0, FLEET, "a message still being sent after this long is sent again"),
     Var("heartbeat_interval_s", float, 1.0, FLEET, "worker heartbeat period"),
     Var("heartbeat_ttl_s", float, 5.0, FLEET, "a worker without a heartbeat this long is dead"),
+    Var("consumer_stall_s", float, 15.0, FLEET,
+        "a worker holding no task while messages wait this long on its queues stops, to be restarted "
+        "(its broker consumer stopped taking work)"),
     Var("task_time_limit_s", float, 1800.0, FLEET, "Celery hard limit of one task; must be below the visibility timeout"),
     Var("visibility_timeout_s", float, 3600.0, FLEET, "Redis redelivery of unacknowledged messages"),
     Var("result_ttl_s", float, 7 * 24 * 3600.0, FLEET, "how long a finished job's record and proofs stay in Redis"),
