@@ -1,4 +1,5 @@
-"""The Redis broker transport with a guard: nothing on a queue list can stop a consumer.
+"""The Redis broker transport with a guard: nothing on a queue list can stop a consumer, and
+no Redis restart can freeze it.
 
 kombu's Redis channel takes a message off a list (BRPOP, or RPOP when polling), decodes it
 as JSON and builds a kombu Message from it; bytes that are not JSON, or JSON that is not an
@@ -8,6 +9,8 @@ admit only a zkqueue task message that decodes completely (coordinator/broker.py
 decode_task: an envelope, an accepted content type, a known task, arguments that parse)
 for a job that exists. Anything else is recorded on the dead-letter list
 (coordinator/deadletter.py) with its reason, logged once as one line, and never delivered.
+
+The channel's pub/sub reads (remote control) never block: see _receive_one.
 
 Celery uses these classes through `broker_transport` (coordinator/broker.py's
 celery_config). Written against kombu 5's Redis channel, whose two read methods these
@@ -96,6 +99,16 @@ class _Guard:
             if flush is not None:
                 flush()
 
+    def _receive_one(self, c):
+        # kombu reads the pub/sub connection (Celery's remote control) when its socket is
+        # readable, with a blocking read. When that read finds the connection closed, redis-py
+        # reconnects and subscribes again, then waits for the next message with no timeout:
+        # after a Redis restart it was back before the read (a descheduled worker), the
+        # worker's event loop froze until a control message came, taking no work and
+        # finishing nothing. A non-blocking read returns None there, and kombu registers
+        # the new socket. (test_queue_failures.py's descheduled-worker test.)
+        return super()._receive_one(_NonBlockingPubSub(c))
+
     def _get(self, queue):
         with self.conn_or_acquire() as client:
             for pri in self.priority_steps:
@@ -105,6 +118,19 @@ class _Guard:
                     if envelope is not None:
                         return envelope
             raise Empty()
+
+
+class _NonBlockingPubSub:
+    """A redis-py PubSub whose parse_response() returns None when no reply has arrived."""
+
+    def __init__(self, pubsub):
+        self._pubsub = pubsub
+
+    def parse_response(self):
+        return self._pubsub.parse_response(block=False, timeout=0)
+
+    def __getattr__(self, name):
+        return getattr(self._pubsub, name)
 
 
 class GuardedChannel(_Guard, kombu_redis.Channel):

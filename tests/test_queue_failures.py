@@ -216,6 +216,31 @@ def test_a_worker_whose_clock_is_30s_ahead_neither_steals_nor_loses_leases(queue
     assert {p.worker for p in st.partitions} == {skewed_id, normal_id}
 
 
+def test_redis_restarted_while_a_worker_is_descheduled_leaves_the_same_worker_taking_work(queue):
+    server = PrivateRedis()
+    try:
+        queue.redis_url, queue.r = server.url, server.r
+        # The consumer watch would replace a stuck worker after 10 min: here the worker itself must go on.
+        group = queue.start_workers(1, env={"ZKQUEUE_CONSUMER_STALL_S": "600"})
+        pid = queue.ready(group)[0]["pid"]
+        # Redis crashes and is back before the worker's event loop runs again (a loaded host
+        # deschedules it): its next read of each broker socket finds the connection closed and
+        # a live server behind it.
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            server.crash()
+            server.start()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert queue.client().submit(ZKEY, PARTITIONS[:1]).wait(30).complete
+        beats = wait_until(lambda: queue.heartbeats(group), 10, "the worker's heartbeat on the new Redis")
+        assert [b["pid"] for b in beats] == [pid]      # the same worker, not a replacement
+    finally:
+        for g in queue.groups:
+            g.kill()
+        server.close()
+
+
 def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queue, tmp_path):
     data = tmp_path / "redis"
     data.mkdir()
