@@ -1,14 +1,18 @@
 """Notices a worker whose broker consumer has stopped taking work, so that it is replaced.
 
-Celery's consumer can lose its place after a Redis blip without noticing: seen when Redis
-restarted while the worker's one slot was busy. The worker logged no lost connection,
-finished its partition and never took another message. Its heartbeats went on, so no other
-check replaced it: partitions routed to it waited for ever, and a fleet of one stopped.
+A worker's heartbeats come from threads of their own, so they go on when its Celery
+consumer no longer takes messages: after a `celery control cancel_consumer`, or a consumer
+whose prefetch credit was never given back. Partitions routed to it then wait for ever, and
+a fleet of one stops.
 
-The symptom needs no theory of the cause: a worker with nothing in hand leaves messages on
-the queues it consumes. A live consumer takes a waiting message within milliseconds (BRPOP
-returns as soon as a list has one). So when that lasts `stall_s` the worker stops itself
-warm, and its supervisor (workers/spawn.py) starts a fresh one.
+The symptom needs no theory of the cause: a connected worker with nothing in hand leaves
+messages on the queues it consumes. A live consumer takes a waiting message within
+milliseconds (BRPOP returns as soon as a list has one). So when that lasts `stall_s` the
+worker stops itself warm, and its supervisor (workers/spawn.py) starts a fresh one.
+
+Not covered: an event loop frozen inside a blocking call with a task still on its books
+(Celery's records never show the worker idle). The one such freeze seen, kombu's blocking
+pub/sub read after a Redis restart, is fixed where it happens (coordinator/transport.py).
 """
 
 from __future__ import annotations
