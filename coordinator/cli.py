@@ -14,19 +14,18 @@ Settings come from flags, then ZKQUEUE_REDIS_URL / ZKQUEUE_STORE_URL, then defau
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-from pathlib import Path
+from pathlib import Path   # loaded anyway: zkqueue.config imports it
 
-from zkqueue.groth16.cli import EXIT_INVALID, EXIT_OK, add_commands, finish, new_parser, run_command
+from zkqueue.groth16.cli import (EXIT_INVALID, EXIT_OK, add_commands, finish, new_parser, parse_plain_prove,
+                                 run_command)
 
 EXIT_PARTIAL = 3      # done with failures: the verified proofs are written, the failures listed
 
-# The queue's errors (and everything else of the queue) are imported inside the commands
-# that need them: `zkqueue prove/verify/...` is a one-shot process whose start-up counts
-# (see main).
+# The queue's errors (and everything else of the queue, argparse and json included) are
+# imported inside the commands that need them: `zkqueue prove/verify/...` is a one-shot
+# process whose start-up counts (see main).
 
 # groth16.cli's commands, and groth16.witness.cli's: main runs them without the queue's parser.
 CORE_COMMANDS = frozenset({"prove", "verify", "export-vk", "wtns", "fullprove"})
@@ -117,6 +116,8 @@ def _status_dict(st) -> dict:
 
 
 def cmd_status(args) -> int:
+    import json  # noqa: PLC0415
+
     from .progress import summary
     with _client(args) as client:
         if args.job:
@@ -162,6 +163,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_quarantine(args) -> int:
+    import json  # noqa: PLC0415
+
     from .errors import BadRequest
     from . import quarantine
     with _client(args) as client:
@@ -184,6 +187,8 @@ def cmd_quarantine(args) -> int:
 
 
 def cmd_dead_letters(args) -> int:
+    import json  # noqa: PLC0415
+
     from . import deadletter
     with _client(args) as client:
         if args.action == "clear":
@@ -274,6 +279,8 @@ def cmd_serve(args) -> int:
 
 
 def cmd_api_keys(args) -> int:
+    import json  # noqa: PLC0415
+
     from .errors import BadRequest
     from zkqueue.api.auth import KeyStore
 
@@ -315,6 +322,8 @@ def cmd_api_keys(args) -> int:
 def add_queue_commands(sub) -> None:
     """Registers submit, wait, status, cancel, quarantine, worker, demo, metrics, flower, serve and
     api-keys."""
+    import argparse  # noqa: PLC0415
+
     from .jobs import Priority
 
     common = argparse.ArgumentParser(add_help=False)
@@ -423,9 +432,15 @@ def _command_of(words: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the `zkqueue` command line `argv` (default: this process's arguments)."""
+    words = sys.argv[1:] if argv is None else argv
+    args = parse_plain_prove(words)
+    if args is not None:
+        # a plain `zkqueue prove`, the one-shot process whose start-up is part of its wall
+        # time: no parser is built (argparse still parses any other command line)
+        return finish(args, run_command(args), as_program=argv is None)
     parser, sub = new_parser()
     add_commands(sub)
-    if _command_of(sys.argv[1:] if argv is None else argv) in CORE_COMMANDS:
+    if _command_of(words) in CORE_COMMANDS:
         # prove, verify, ...: no queue command can run, so neither its parser nor its
         # modules are loaded (a one-shot prove's start-up is part of its wall time)
         args = parser.parse_args(argv)

@@ -6,7 +6,6 @@ the input's fault, 2 bad or unreadable input. Errors are one line on stderr, nev
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
@@ -14,12 +13,17 @@ import time
 
 from .errors import Groth16Error, InputError, UnsatisfiedError
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING; argparse loads only when a parser is built
+if TYPE_CHECKING:
+    import argparse
+
 EXIT_OK, EXIT_INVALID, EXIT_INPUT = 0, 1, 2
 
 
 def _threads(value: str) -> int:
     n = int(value)
     if n < 1:
+        import argparse  # noqa: PLC0415 - only argparse calls this
         raise argparse.ArgumentTypeError("must be at least 1")
     return n
 
@@ -72,15 +76,18 @@ def cmd_prove(args: argparse.Namespace) -> int:
     args.backend = _backend_choice(args.backend)
     if not args.r1cs and _native_cpu(args.backend, args.verbose):
         from . import native_prove
-        result = native_prove.prove_files(args.zkey, args.witness, threads=args.threads)
+        # the proof's points as the kernels return them: no Python point objects to build
+        result = native_prove.prove_lem(args.zkey, args.witness, threads=args.threads)
+        curve, proof = result.curve, jsonfiles.proof_json_lem(result.curve, result.pi_a, result.pi_b, result.pi_c)
     else:
         _setup_logging(args.verbose)   # the backends and readers of this path may warn
         result = _prove_with_backend(args)
-    jsonfiles.write_json(args.proof, jsonfiles.proof_json(result.proof))
+        curve, proof = result.proof.curve, jsonfiles.proof_json(result.proof)
+    jsonfiles.write_json(args.proof, proof)
     jsonfiles.write_public(args.public, result.public_signals)
     if args.verbose:
         steps = " ".join(f"{k}={v:.3f}s" for k, v in result.timings_s.items())
-        print(f"proved {result.proof.curve.name} in {time.perf_counter() - t0:.3f}s ({steps})", file=sys.stderr)
+        print(f"proved {curve.name} in {time.perf_counter() - t0:.3f}s ({steps})", file=sys.stderr)
     return EXIT_OK
 
 
@@ -163,36 +170,54 @@ def add_commands(sub) -> None:
     witness_cli.add_commands(sub)
 
 
-class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, as wide as the terminal (80 columns when stdout is none) without
-    importing shutil (and bz2, lzma, fnmatch with it) as argparse's own does: add_subparsers
-    and every add_argument make one even when no help is printed, a few ms of every one-shot
-    `zkqueue prove`. ($COLUMNS, which shutil would read, is not: settings come from
-    zkqueue.config.)"""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None):
-        if width is None:
-            try:
-                width = os.get_terminal_size(sys.__stdout__.fileno()).columns - 2
-            except (AttributeError, ValueError, OSError):
-                width = 78
-        super().__init__(prog, indent_increment, max_help_position, max(width, 40))
+_PROVE_OPTIONS = {"--backend": _BACKENDS, "--threads": None}   # None: a positive decimal integer
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser with _HelpFormatter; its subcommands' parsers are _Parsers too
-    (add_subparsers makes them of the parent's class), and argparse makes a formatter for
-    every add_argument."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _HelpFormatter)
-        super().__init__(*args, **kwargs)
+def parse_plain_prove(words: list[str]):
+    """The parsed arguments of a plain `[-v] prove ZKEY WITNESS PROOF PUBLIC [--backend B]
+    [--threads N]` command line, as argparse would give them (add_commands), or None for
+    anything else: help, --r1cs, another command, an abbreviated, repeated or bad flag, a
+    missing or extra argument. argparse then parses it, with its own messages, so that this
+    only skips building every parser (argparse, gettext, locale: several ms of a one-shot
+    prove) where the outcome is certain.
+    """
+    i, verbose = 0, False
+    while i < len(words) and words[i] in ("-v", "--verbose"):
+        i, verbose = i + 1, True
+    if i == len(words) or words[i] != "prove":
+        return None
+    options: dict[str, str] = {}
+    positional: list[str] = []
+    rest = iter(words[i + 1:])
+    for word in rest:
+        if not word.startswith("-"):
+            positional.append(word)
+            continue
+        name, eq, value = word.partition("=")
+        if name not in _PROVE_OPTIONS or name in options:
+            return None
+        if not eq:
+            value = next(rest, None)
+            if value is None or value.startswith("-"):
+                return None
+        options[name] = value
+    backend, threads = options.get("--backend"), options.get("--threads")
+    if len(positional) != 4 or (backend is not None and backend not in _BACKENDS):
+        return None
+    if threads is not None:
+        if not (threads.isascii() and threads.isdigit() and int(threads) >= 1):
+            return None
+        threads = int(threads)
+    from types import SimpleNamespace  # noqa: PLC0415 - loaded already (by enum, through re)
+    zkey, witness, proof, public = positional
+    return SimpleNamespace(verbose=verbose, command="prove", zkey=zkey, witness=witness, proof=proof,
+                           public=public, backend=backend, threads=threads, r1cs=None, func=cmd_prove)
 
 
 def new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     """The top-level `zkqueue` parser with its global flags, and its (empty) subcommands."""
-    parser = _Parser(prog="zkqueue", description=__doc__.splitlines()[0])
+    from .cli_parser import Parser  # noqa: PLC0415 - argparse: not on a plain prove's path
+    parser = Parser(prog="zkqueue", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log timings and choices")
     return parser, parser.add_subparsers(dest="command", required=True)
 
@@ -243,6 +268,9 @@ def finish(args: argparse.Namespace, code: int, *, as_program: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line `argv` (default: this process's arguments, as the program)."""
+    args = parse_plain_prove(sys.argv[1:] if argv is None else argv)
+    if args is not None:
+        return finish(args, run_command(args), as_program=argv is None)
     parser, sub = new_parser()
     add_commands(sub)
     args = parser.parse_args(argv)

@@ -6,14 +6,14 @@ header, and named "bn128" or "bls12381" as snarkjs writes it in JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .errors import UnsupportedError
+from .record import Record
 
 
-@dataclass(frozen=True)
-class Curve:
+class Curve(Record):
     """Constants of one pairing-friendly curve, with the scalar field's NTT parameters."""
+
+    _frozen = True
 
     name: str                     # snarkjs's name, as written in verification_key.json
     native_id: int                # the curve number of the native kernels' C ABI

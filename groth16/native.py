@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import threading
+from _thread import allocate_lock  # threading.Lock, without importing threading (~1 ms)
 from pathlib import Path
 
 from .errors import NativeBuildError
@@ -39,14 +39,21 @@ CXX_FLAGS = ["-O3", "-std=c++17", "-fPIC", "-pthread", "-march=native",
 
 VARIANTS: dict[str, list[str]] = {"x86-adx": ["-DZKQ_X86_ASM"], "portable": []}
 
-_lock = threading.Lock()
+_lock = allocate_lock()
 _libs: dict[str, ctypes.CDLL] = {}
 
 
 def kernel_sources() -> list[Path]:
     """Every file the CPU library is built from (shared headers and CPU sources), sorted."""
-    files = sorted(KERNEL_DIR.glob("*.cuh")) + sorted(CPU_DIR.glob("*.hpp")) + sorted(CPU_DIR.glob("*.cpp"))
-    return files
+    return _files(KERNEL_DIR, ".cuh") + _files(CPU_DIR, ".hpp") + _files(CPU_DIR, ".cpp")
+
+
+def _files(folder: Path, suffix: str) -> list[Path]:
+    """sorted(folder.glob("*" + suffix)) without glob's pattern matching (fnmatch compiles a
+    regular expression for each pattern: 0.6 ms of every `zkqueue prove`, which hashes the
+    sources to find its build)."""
+    with os.scandir(folder) as entries:
+        return sorted(folder / e.name for e in entries if e.name.endswith(suffix))
 
 
 def _machine() -> str:

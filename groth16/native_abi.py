@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
+from _thread import allocate_lock  # threading.Lock, without importing threading (~1 ms)
 from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
 
 from . import native
@@ -83,7 +83,7 @@ SIGNATURES: dict[str, list] = {
     "zkq_test_glv_constants": [c_int, _addr],
 }
 
-_declare_lock = threading.Lock()
+_declare_lock = allocate_lock()
 
 
 def library(variant: str | None = None) -> ctypes.CDLL:

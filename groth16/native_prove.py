@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import ctypes
 import time
-from dataclasses import dataclass
 from ctypes import c_double, c_int64, c_void_p
 
+from . import verifier
 from .curves import Curve
 from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
 from .errors import BackendError, FormatError
 from .native_abi import default_threads, library, raise_for
 from .formats import wtns, zkey
-from .model import Proof
-from .prover import ProveResult, blinding_scalars, check_inputs, check_proof
+from .prover import ProveResult, blinding_scalars, check_inputs, unsatisfied
+from .record import Record
 
 def coset_shift_mont(curve: Curve, log2_domain: int) -> bytes:
     """The odd coset's shift (Curve.coset_shift) in Montgomery form, as the kernels take it."""
@@ -73,10 +73,11 @@ def check_key_points(lib: ctypes.CDLL, key: zkey.ZKeyHeader, threads: int) -> No
                 raise zkey.point_error(key.path, curve, name, exc) from None
 
 
-@dataclass(frozen=True)
-class Sections:
+class Sections(Record):
     """Where zkq_prove finds one key: addresses of the coefficient entries (after section 4's
     u32 count) and of the A, B1, B2, L(C), H point sections, and the header points (LEM)."""
+
+    _frozen = True
 
     coefs: int
     n_coefs: int
@@ -131,6 +132,18 @@ def call_prove(lib: ctypes.CDLL, curve: Curve, key_path: str, sec: Sections, wit
     return pi_a.raw, pi_b.raw, pi_c.raw, (steps[0], steps[1], steps[2])
 
 
+class LemProof(Record):
+    """A proof as zkq_prove returns it: pi_a, pi_b, pi_c in LEM bytes (see encoding.py), with
+    its curve, public signals and step timings (prove_files' names)."""
+
+    curve: Curve
+    pi_a: bytes
+    pi_b: bytes
+    pi_c: bytes
+    public_signals: list[int]
+    timings_s: dict[str, float]
+
+
 def prove_files(zkey_path: str, witness_path: str, *, threads: int | None = None,
                 variant: str | None = None, self_check: bool = True) -> ProveResult:
     """Proves the witness in `witness_path` for the key in `zkey_path` on the CPU.
@@ -144,6 +157,24 @@ def prove_files(zkey_path: str, witness_path: str, *, threads: int | None = None
         MismatchError: the witness is for another curve or has the wrong length.
         UnsatisfiedError: the proof does not verify: the witness breaks a constraint.
         BackendError: the native kernels failed.
+    """
+    from .model import Proof  # noqa: PLC0415 - a dataclass: `zkqueue prove` (prove_lem) needs none
+
+    raw = prove_lem(zkey_path, witness_path, threads=threads, variant=variant, self_check=self_check)
+    curve = raw.curve
+    proof = Proof(curve=curve, a=g1_from_lem(curve, raw.pi_a), b=g2_from_lem(curve, raw.pi_b),
+                  c=g1_from_lem(curve, raw.pi_c))
+    return ProveResult(proof=proof, public_signals=raw.public_signals, timings_s=raw.timings_s)
+
+
+def prove_lem(zkey_path: str, witness_path: str, *, threads: int | None = None,
+              variant: str | None = None, self_check: bool = True) -> LemProof:
+    """prove_files, with the proof's points as zkq_prove returns them: what `zkqueue prove`
+    writes, without the Python objects (groth16/model.py's dataclasses) it has no use for.
+    The self-check verifies those bytes against the key's own (verifier.verify_lem).
+
+    Raises:
+        as prove_files.
     """
     t0 = time.perf_counter()
     threads = default_threads() if threads is None else threads
@@ -167,11 +198,12 @@ def prove_files(zkey_path: str, witness_path: str, *, threads: int | None = None
         lib, curve, key.path, sec, witness.file.address(witness.file.section_offset(wtns.SEC_VALUES, "witness values")),
         n_vars=key.n_vars, n_public=key.n_public, domain_size=key.domain_size, r=r, s=s, threads=threads,
         release=True)
-    proof = Proof(curve=curve, a=g1_from_lem(curve, pi_a), b=g2_from_lem(curve, pi_b), c=g1_from_lem(curve, pi_c))
     public = witness.public_signals(key.n_public)
     timings = {"read": t_read, "setup": steps[0], "ntt_msm": steps[1], "blind": steps[2]}
     if self_check:
         t1 = time.perf_counter()
-        check_proof(key.verification_key, proof, public, key.path, witness.path)
+        vk = (key.alpha1, key.beta2, key.gamma2, key.delta2, bytes(f.section(zkey.SEC_IC, "IC")))
+        if not verifier.verify_lem(curve, vk, (pi_a, pi_b, pi_c), public):
+            raise unsatisfied(key.path, witness.path)
         timings["verify"] = time.perf_counter() - t1
-    return ProveResult(proof=proof, public_signals=public, timings_s=timings)
+    return LemProof(curve=curve, pi_a=pi_a, pi_b=pi_b, pi_c=pi_c, public_signals=public, timings_s=timings)

@@ -13,30 +13,28 @@ r and s are fresh CSPRNG scalars, so two proofs of the same witness differ.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 from . import csprng
 from .encoding import g1_from_lem, g2_from_lem, scalars_to_bytes
 from .errors import MismatchError, UnsatisfiedError
-from .model import Proof, VerificationKey
-from . import verifier
+from .record import Record
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
 if TYPE_CHECKING:  # numpy-free at import: native_prove.py shares check_inputs and self_check
     import numpy as np
 
     from .backends.base import Backend
+    from .model import Proof, VerificationKey
     from .formats.wtns import Witness, WtnsHeader
     from .formats.zkey import ZKey, ZKeyHeader
 
 
-@dataclass
-class ProveResult:
+class ProveResult(Record):
     """A proof, its public signals, and where the time went (seconds per step)."""
 
     proof: Proof
     public_signals: list[int]
-    timings_s: dict[str, float] = field(default_factory=dict)
+    timings_s: dict[str, float] = {}    # a fresh dict for each result (Record copies it)
 
 
 def _scalars(curve, values: list[int]) -> np.ndarray:
@@ -86,6 +84,8 @@ def prove(zkey: ZKey, witness: Witness, backend: Backend, *, self_check: bool = 
         UnsatisfiedError: the proof does not verify: the witness breaks a constraint.
         BackendError: the compute backend failed.
     """
+    from .model import Proof  # noqa: PLC0415 - a dataclass: off the native prove's start-up
+
     check_inputs(zkey, witness)
     curve = zkey.curve
     whole = getattr(backend, "prove_whole", None) if fused else None
@@ -146,8 +146,15 @@ def check_proof(vk: VerificationKey, proof: Proof, public: list[int], zkey_path:
         UnsatisfiedError: it does not verify: the witness breaks a constraint (or the key's
             coefficients are corrupt).
     """
+    from . import verifier  # noqa: PLC0415
+
     if not verifier.verify(vk, proof, public):
-        raise UnsatisfiedError(
-            "the witness does not satisfy the circuit's constraints (the proof it yields fails "
-            f"verification against {zkey_path}); pass --r1cs to name the broken constraint",
-            path=witness_path)
+        raise unsatisfied(zkey_path, witness_path)
+
+
+def unsatisfied(zkey_path: str, witness_path: str) -> UnsatisfiedError:
+    """The error for a fresh proof that fails verification against its own key."""
+    return UnsatisfiedError(
+        "the witness does not satisfy the circuit's constraints (the proof it yields fails "
+        f"verification against {zkey_path}); pass --r1cs to name the broken constraint",
+        path=witness_path)

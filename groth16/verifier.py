@@ -23,10 +23,13 @@ from . import csprng
 from .curves import Curve
 from .encoding import fq_from_lem, g1_to_lem, g2_to_lem, scalars_to_bytes
 from .errors import BackendError, FormatError, MismatchError
-from .model import Proof, VerificationKey
 from .native_abi import ERR_POINT_CURVE, ERR_POINT_RANGE, library
 
-__all__ = ["verify", "verify_batch", "alphabeta_json"]
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING
+if TYPE_CHECKING:  # dataclasses: `zkqueue prove` (verify_lem) never builds them
+    from .model import Proof, VerificationKey
+
+__all__ = ["verify", "verify_batch", "verify_lem", "alphabeta_json"]
 
 # Return codes of zkq_groth16_verify_batch (see the top of pairing.cpp and errors.hpp).
 _VALID, _INVALID = 1, 0
@@ -61,15 +64,19 @@ def _encode_vk(vk: VerificationKey) -> tuple[bytes, bytes, bytes, bytes, bytes]:
 
 
 def _check_publics(vk: VerificationKey, public_signals, index: int | None = None) -> list[int]:
+    return _checked_signals(vk.curve, vk.n_public, public_signals, index)
+
+
+def _checked_signals(curve: Curve, n_public: int, public_signals, index: int | None = None) -> list[int]:
     where = "" if index is None else f"proof {index}: "
     signals = [operator.index(s) for s in public_signals]
-    if len(signals) != vk.n_public:
-        raise MismatchError(f"{where}expected {vk.n_public} public signals, found {len(signals)}",
-                            expected=vk.n_public, found=len(signals))
+    if len(signals) != n_public:
+        raise MismatchError(f"{where}expected {n_public} public signals, found {len(signals)}",
+                            expected=n_public, found=len(signals))
     for j, s in enumerate(signals):
-        if not 0 <= s < vk.curve.r:
-            raise MismatchError(f"{where}public signal {j} is not in [0, r) of {vk.curve.name}",
-                                expected=f"0 <= signal < {vk.curve.r}", found=s)
+        if not 0 <= s < curve.r:
+            raise MismatchError(f"{where}public signal {j} is not in [0, r) of {curve.name}",
+                                expected=f"0 <= signal < {curve.r}", found=s)
     return signals
 
 
@@ -88,14 +95,22 @@ def _native_check(vk: VerificationKey, proofs: list[Proof], publics: list[list[i
                   rhos: list[int]) -> int:
     """One call of zkq_groth16_verify_batch: 1, 0, or -(1000 + 3i + k) for a bad point."""
     c = vk.curve
-    alpha1, beta2, gamma2, delta2, ic = _encode_vk(vk)
     a = b"".join(g1_to_lem(c, p.a) for p in proofs)
     b = b"".join(g2_to_lem(c, p.b) for p in proofs)
     cc = b"".join(g1_to_lem(c, p.c) for p in proofs)
+    return _native_check_lem(c, _encode_vk(vk), (a, b, cc), publics, rhos)
+
+
+def _native_check_lem(c: Curve, vk: tuple[bytes, bytes, bytes, bytes, bytes], proofs: tuple[bytes, bytes, bytes],
+                      publics: list[list[int]], rhos: list[int]) -> int:
+    """_native_check on LEM bytes: the key's alpha1, beta2, gamma2, delta2 and IC points, and
+    the proofs' A, B and C points, each concatenated."""
+    alpha1, beta2, gamma2, delta2, ic = vk
+    a, b, cc = proofs
     pubs = scalars_to_bytes(c, [s for ss in publics for s in ss]) or b"\0"
     rho = scalars_to_bytes(c, rhos)
     code = library().zkq_groth16_verify_batch(c.native_id, alpha1, beta2, gamma2, delta2, ic,
-                                           len(vk.ic), a, b, cc, pubs, rho, len(proofs))
+                                           len(ic) // c.g1_bytes, a, b, cc, pubs, rho, len(rhos))
     if code in (_VALID, _INVALID) or code <= -_PROOF_POINT_BASE:
         return code
     if code in (-ERR_POINT_RANGE, -ERR_POINT_CURVE):
@@ -131,6 +146,25 @@ def verify(vk: VerificationKey, proof: Proof, public_signals: list[int]) -> bool
     if not _points_in_range(vk.curve, proof):
         return False
     return _native_check(vk, [proof], [signals], [1]) == _VALID
+
+
+def verify_lem(curve: Curve, vk: tuple[bytes, bytes, bytes, bytes, bytes], proof: tuple[bytes, bytes, bytes],
+               public_signals: list[int]) -> bool:
+    """verify() for points in the kernels' encoding (LEM bytes), as a .zkey holds them and
+    zkq_prove returns them: `vk` is (alpha1, beta2, gamma2, delta2, the IC points
+    concatenated), `proof` (A, B, C). The one-shot prove's self-check, which so converts
+    no point to integers and back.
+
+    The key's points must already be checked in range and on their curve (the .zkey's
+    native point check), as verify() checks a VerificationKey's; proof points off the curve
+    or the subgroup make the proof invalid (False), as in verify().
+
+    Raises:
+        MismatchError: the number of public signals is not the key's; one is outside [0, r).
+        FormatError, BackendError, NativeBuildError: as verify().
+    """
+    signals = _checked_signals(curve, len(vk[4]) // curve.g1_bytes - 1, public_signals)
+    return _native_check_lem(curve, vk, proof, [signals], [1]) == _VALID
 
 
 def verify_batch(vk: VerificationKey, proofs: list[Proof], publics: list[list[int]]) -> list[bool]:

@@ -49,6 +49,17 @@ def test_proof_json_round_trips_byte_for_byte(name, tmp_path):
     assert (tmp_path / "public.json").read_text() == (d / "public.json").read_text()
 
 
+@pytest.mark.parametrize("obj", [
+    {"pi_a": ["1", "2", "1"], "pi_b": [["1", "2"], ["3", "4"], ["1", "0"]], "protocol": "groth16", "curve": "bn128"},
+    ["123", "0"], [], {}, "", ["a\"b", "\\", "\n", "é", "\x7f"], {"k": [1, 2.5, None, True, {"x": []}]},
+    [[["1"]], [], {}], {1: "one"}, {"é": ["1"]}])
+def test_write_json_writes_what_json_dumps_writes(obj, tmp_path):
+    """write_json's own writer (json is not imported by `zkqueue prove`) agrees with
+    json.dumps(obj, indent=1), also for what it hands to json.dumps."""
+    jsonfiles.write_json(tmp_path / "x.json", obj)
+    assert (tmp_path / "x.json").read_text() == json.dumps(obj, indent=1)
+
+
 def test_json_errors_name_the_field(tmp_path):
     d = fixture_dir("bn128_chain_10")
     proof = json.loads((d / "proof.json").read_text())
@@ -68,3 +79,26 @@ def test_importing_the_core_loads_no_queue_libraries():
            "print(sorted(m for m in ('celery', 'redis', 'kombu') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_records_behave_as_dataclasses():
+    """groth16.record.Record (the classes on `zkqueue prove`'s path, without dataclasses):
+    fields by position or keyword, defaults (a mutable one fresh for each instance),
+    field-wise ==, and a frozen record immutable and hashable."""
+    from zkqueue.groth16.curves import BN128
+    from zkqueue.groth16.prover import ProveResult
+
+    a, b = ProveResult("p", [1]), ProveResult(proof="p", public_signals=[1])
+    assert a == b and a.timings_s == {} and a.timings_s is not b.timings_s
+    a.timings_s["x"] = 1.0
+    assert a != b and b.timings_s == {}
+    with pytest.raises(TypeError):
+        hash(a)
+    with pytest.raises(TypeError, match="missing argument 'public_signals'"):
+        ProveResult("p")
+    with pytest.raises(TypeError):
+        ProveResult("p", [1], {}, "extra")
+    assert hash(BN128) == hash(BN128) and {BN128: 1}[BN128] == 1
+    with pytest.raises(AttributeError):
+        BN128.q = 3
+    assert repr(BN128).startswith("Curve(name='bn128', native_id=0, q=")

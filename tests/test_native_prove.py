@@ -62,7 +62,38 @@ def test_cli_prove_cpu_loads_no_numpy(tmp_path, name):
         assert not queue, queue
         if backend == "cpu":  # nothing logs on this path, and argparse's help width needs no shutil
             assert not {"logging", "shutil"} & set(imported)
+        # a plain prove builds no parser, no dataclass (model.py's), and writes its JSON itself
+        assert not {"argparse", "dataclasses", "inspect", "json"} & set(imported)
         assert snarkjs_verifies(d / "verification_key.json", public, proof)
+
+
+_PLAIN = [["prove", "k", "w", "p", "q"], ["-v", "prove", "k", "w", "p", "q"], ["--verbose", "-v", "prove", "k", "w", "p", "q"],
+          ["prove", "--backend", "cpu", "k", "w", "--threads", "2", "p", "q"], ["prove", "k", "w", "p", "q", "--threads=07"],
+          ["prove", "--backend=auto", "k", "w", "p", "q"], ["prove", "", "w", "p", "q"]]
+# argparse's: help, errors, and the forms plain parsing leaves to it (abbreviated or repeated
+# flags, --r1cs, "--", "-"), whatever argparse makes of them
+_NOT_PLAIN = [["prove", "-h"], ["prove", "k", "w", "p"], ["prove", "k", "w", "p", "q", "r"], ["prove", "k", "w", "p", "q", "-v"],
+              ["prove", "k", "w", "p", "q", "--threads", "0"], ["prove", "k", "w", "p", "q", "--threads", "x"],
+              ["prove", "k", "w", "p", "q", "--threads", "-1"], ["prove", "k", "w", "p", "q", "--threads="],
+              ["prove", "k", "w", "p", "q", "--backend", "gpu"], ["prove", "k", "w", "p", "q", "--back", "cpu"],
+              ["prove", "k", "w", "p", "q", "--threads", "1", "--threads", "2"], ["prove", "k", "w", "p", "q", "--r1cs", "c"],
+              ["prove", "--", "k", "w", "p", "q"], ["prove", "-", "w", "p", "q"], ["prove", "k", "w", "p", "q", "--threads"],
+              ["-vv", "prove", "k", "w", "p", "q"], ["verify", "k", "w", "p"], [], ["-v"]]
+
+
+@pytest.mark.parametrize("words", _PLAIN + _NOT_PLAIN)
+def test_plain_prove_parses_as_argparse_does(words):
+    """groth16.cli.parse_plain_prove (a plain `zkqueue prove` builds no parser) gives
+    argparse's arguments, or None: argparse then parses the command line, with its help and
+    its messages."""
+    from zkqueue.groth16 import cli
+    got = cli.parse_plain_prove(words)
+    if words not in _PLAIN:
+        assert got is None
+        return
+    parser, sub = cli.new_parser()
+    cli.add_commands(sub)
+    assert vars(got) == vars(parser.parse_args(words))
 
 
 # ---- the same proof as the backend-op prover -----------------------------------------------

@@ -8,18 +8,21 @@ JSON.stringify(obj, null, 1) does.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .. import curves
 from ..curves import Curve
-from ..encoding import G1, G2
+from ..encoding import G1, G2, g1_from_lem, g2_from_lem
 from ..errors import FormatError
-from ..model import Proof, VerificationKey
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..model import Proof, VerificationKey
+
+# json and groth16/model.py (dataclasses) are imported by the readers below: `zkqueue prove`
+# only writes (write_json), and needs neither.
 
 G1_INF = ["0", "1", "0"]
 G2_INF = [["0", "0"], ["1", "0"], ["0", "0"]]
@@ -72,6 +75,8 @@ class _Parser:
 
 
 def _load(path: str | Path) -> Any:
+    import json  # noqa: PLC0415
+
     try:
         return json.loads(Path(path).read_text())
     except OSError as exc:
@@ -107,6 +112,8 @@ def load_verification_key(path: str | Path) -> VerificationKey:
     Raises:
         FormatError: unreadable, not groth16, unknown curve, or a malformed field (named).
     """
+    from ..model import VerificationKey  # noqa: PLC0415
+
     path = str(path)
     obj = _load(path)
     curve = _curve_of(obj, path, "verification key")
@@ -135,6 +142,8 @@ def load_proof(path: str | Path) -> Proof:
     Raises:
         FormatError: unreadable, not groth16, unknown curve, or a malformed point (named).
     """
+    from ..model import Proof  # noqa: PLC0415
+
     path = str(path)
     obj = _load(path)
     curve = _curve_of(obj, path, "proof")
@@ -175,6 +184,12 @@ def proof_json(proof: Proof) -> dict:
             "protocol": "groth16", "curve": proof.curve.name}
 
 
+def proof_json_lem(curve: Curve, pi_a: bytes, pi_b: bytes, pi_c: bytes) -> dict:
+    """proof_json of a proof whose points are LEM bytes (native_prove.prove_lem's)."""
+    return {"pi_a": g1_json(g1_from_lem(curve, pi_a)), "pi_b": g2_json(g2_from_lem(curve, pi_b)),
+            "pi_c": g1_json(g1_from_lem(curve, pi_c)), "protocol": "groth16", "curve": curve.name}
+
+
 def verification_key_json(vk: VerificationKey, alphabeta_12: list) -> dict:
     """verification_key.json's object; alphabeta_12 is e(alpha1, beta2) as nested decimal strings."""
     return {
@@ -189,8 +204,27 @@ def write_json(path: str | Path, obj: Any) -> None:
     """Writes obj as snarkjs does (JSON.stringify(obj, null, 1)), atomically."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
+    tmp.write_text(_dumps(obj))
     tmp.replace(path)
+
+
+# What json.dumps writes unchanged between quotes: printable ASCII but the quote and backslash.
+_PLAIN = frozenset(chr(c) for c in range(0x20, 0x7f)) - {'"', "\\"}
+
+
+def _dumps(obj: Any, indent: str = "\n") -> str:
+    """json.dumps(obj, indent=1), for what snarkjs's files hold (dicts and lists of plain
+    strings, as proofs and public signals are) without importing json; anything else goes
+    to json.dumps. (tests/test_formats.py checks both agree.)"""
+    inner = indent + " "
+    if isinstance(obj, str) and _PLAIN.issuperset(obj):
+        return f'"{obj}"'
+    if isinstance(obj, list) and obj:
+        return "[" + ",".join(inner + _dumps(v, inner) for v in obj) + indent + "]"
+    if isinstance(obj, dict) and obj and all(isinstance(k, str) and _PLAIN.issuperset(k) for k in obj):
+        return "{" + ",".join(f'{inner}"{k}": {_dumps(v, inner)}' for k, v in obj.items()) + indent + "}"
+    import json  # noqa: PLC0415
+    return json.dumps(obj, indent=1).replace("\n", indent)
 
 
 def write_public(path: str | Path, signals: list[int]) -> None:

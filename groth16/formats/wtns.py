@@ -8,12 +8,12 @@ the mapped file (the native whole-prove, groth16/native_prove.py, checks them in
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import curves
 from ..curves import Curve
 from ..errors import FormatError
+from ..record import Record
 from .binfile import BinFile, read_prime
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 SEC_HEADER, SEC_VALUES = 1, 2
 
 
-@dataclass
-class Witness:
+class Witness(Record):
     """A full witness: values[i] is wire i in standard form, as (n, 4) little-endian words."""
 
     path: str
@@ -39,8 +38,7 @@ class Witness:
         return [words_to_int(self.values[i]) for i in range(1, n_public + 1)]
 
 
-@dataclass
-class WtnsHeader:
+class WtnsHeader(Record):
     """A .wtns whose header and value section size are validated; values stay in the file."""
 
     path: str

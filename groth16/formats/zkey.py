@@ -11,7 +11,6 @@ corrupted key is refused before any proving.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -19,12 +18,14 @@ from .. import curves
 from ..curves import Curve
 from ..encoding import g1_from_lem, g2_from_lem
 from ..errors import FormatError, UnsupportedError
-from ..model import VerificationKey
+from ..record import Record
 from .binfile import BinFile, read_prime
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
 if TYPE_CHECKING:
     import numpy as np
+
+    from ..model import VerificationKey
 
 PROTOCOLS = {1: "groth16", 2: "plonk", 10: "fflonk"}
 
@@ -60,13 +61,13 @@ def point_error(path: str, curve: Curve, name: str, exc: FormatError) -> FormatE
 def make_verification_key(curve: Curve, alpha1: bytes, beta2: bytes, gamma2: bytes, delta2: bytes,
                           ic_rows: list[bytes]) -> VerificationKey:
     """A VerificationKey from a key's header points and its IC points (LEM bytes)."""
+    from ..model import VerificationKey  # noqa: PLC0415 - a dataclass: off `zkqueue prove`'s start-up
     return VerificationKey(curve=curve, alpha1=g1_from_lem(curve, alpha1), beta2=g2_from_lem(curve, beta2),
                            gamma2=g2_from_lem(curve, gamma2), delta2=g2_from_lem(curve, delta2),
                            ic=tuple(g1_from_lem(curve, row) for row in ic_rows))
 
 
-@dataclass
-class ZKeyHeader:
+class ZKeyHeader(Record):
     """A .zkey whose header and section sizes are validated; sections stay in the mapped file."""
 
     path: str
@@ -97,8 +98,7 @@ class ZKeyHeader:
                                      [bytes(ic[i * g1b:(i + 1) * g1b]) for i in range(self.n_public + 1)])
 
 
-@dataclass
-class ZKey:
+class ZKey(Record):
     """A Groth16 proving key. Point arrays are views into the memory-mapped file."""
 
     path: str
