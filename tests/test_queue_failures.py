@@ -327,12 +327,14 @@ def test_a_worker_whose_consumer_stopped_taking_work_is_replaced(queue):
     # Its consumer stops taking work while the process and its heartbeats go on (Celery's own
     # remote control cancels every queue it reads; the process cannot tell this from a stall).
     from zkqueue.coordinator.broker import Sender
-    control = Sender(queue.settings()).app.control
-    node = f"{before['worker']}@{socket.gethostname()}"
-    consumed = control.inspect(destination=[node], timeout=5).active_queues()[node]
-    for q in consumed:
-        control.cancel_consumer(q["name"], destination=[node], reply=True, timeout=5)
-    assert control.inspect(destination=[node], timeout=5).active_queues()[node] == []
+    app, node = Sender(queue.settings()).app, f"{before['worker']}@{socket.gethostname()}"
+    # A connection of the test's own, closed after: its last command, the replies' BRPOP,
+    # would otherwise make the next test wait for "consumers of the previous test".
+    with app.connection_for_write() as conn:
+        control = {"destination": [node], "timeout": 5, "connection": conn}
+        for q in app.control.inspect(**control).active_queues()[node]:
+            app.control.cancel_consumer(q["name"], reply=True, **control)
+        assert app.control.inspect(**control).active_queues()[node] == []
 
     job = queue.client().submit(ZKEY, PARTITIONS[:1])
     assert job.wait(60).complete                    # proved by the replacement
