@@ -38,6 +38,21 @@ def queue_lists(queue: str) -> list[str]:
     return [queue] + [f"{queue}{PRIORITY_SEP}{p}" for p in PRIORITY_STEPS[1:]]
 
 
+def queue_depths(r: redis.Redis, queues) -> dict[str, int]:
+    """The messages waiting on each of `queues`, every priority level, in one round trip.
+
+    Raises:
+        redis.RedisError: Redis cannot be reached.
+    """
+    queues = list(queues)
+    with r.pipeline(transaction=False) as pipe:
+        for q in queues:
+            for lst in queue_lists(q):
+                pipe.llen(lst)
+        lengths = iter(pipe.execute())
+    return {q: sum(next(lengths) for _ in PRIORITY_STEPS) for q in queues}
+
+
 def celery_config(settings: Settings) -> dict:
     """Configuration shared by senders and workers (tasks/config.py adds the worker side).
     How to reach the broker (URL, TLS, Sentinel, timeouts) is coordinator/connections.py's."""

@@ -19,7 +19,7 @@ import time
 import redis
 
 from . import connections, deadletter, keys
-from .broker import UNACKED_HASH, queue_lists, queue_names
+from .broker import UNACKED_HASH, queue_depths, queue_names
 from .quarantine import quarantined
 from .registry import Registry, redis_time
 from zkqueue.config import Settings
@@ -36,7 +36,7 @@ def snapshot(r: redis.Redis, now: float | None = None) -> dict:
         redis.RedisError: Redis cannot be reached.
     """
     now = redis_time(r) if now is None else now     # enqueued_at is Redis's time too
-    queues = {q: sum(r.llen(lst) for lst in queue_lists(q)) for q in queue_names(r)}
+    queues = queue_depths(r, queue_names(r))
     unacked = r.hlen(UNACKED_HASH)
     inflight, oldest = 0, 0.0
     for job_id in r.zrevrange(keys.jobs(), 0, RECENT_JOBS - 1):

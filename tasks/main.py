@@ -71,6 +71,13 @@ def _touch(path: str) -> None:
         os.replace(tmp, path)
 
 
+def stop_warm(why: str) -> None:
+    """A warm shutdown: SIGTERM to itself, so Celery finishes the partition in hand (if any)
+    and exits; a supervisor, or the service manager, starts a fresh worker."""
+    log.warning("%s: stopping this worker", why)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 class SupervisorWatch:
     """Stops this worker when the `zkqueue worker` that started it is gone (killed: the OOM
     killer, SIGKILL of its pid alone), as that supervisor would have stopped it: a warm
@@ -86,8 +93,7 @@ class SupervisorWatch:
         if self.stopping or os.getppid() == self.supervisor_pid:
             return
         self.stopping = True
-        log.warning("supervisor (pid %d) is gone: stopping this worker", self.supervisor_pid)
-        os.kill(os.getpid(), signal.SIGTERM)
+        stop_warm(f"supervisor (pid {self.supervisor_pid}) is gone")
 
 
 def fit_key_cache(budget_bytes: int, device: str) -> int:
@@ -179,6 +185,7 @@ def _install_signals(settings, proc, worker_id: str, device: str, consumed: list
                      supervisor_pid: int) -> None:
     from celery import signals
 
+    from zkqueue.coordinator.broker import queue_depths
     from zkqueue.coordinator.keys import SYNTH_QUEUE, worker_queue
     from zkqueue.coordinator.reaper import Reaper
     from zkqueue.coordinator.scheduler import Scheduler
@@ -220,8 +227,8 @@ def _install_signals(settings, proc, worker_id: str, device: str, consumed: list
         watch = SupervisorWatch(supervisor_pid) if proc.alive_file else None
         # ... and its own consumer: one that stopped taking work is replaced the same way.
         consumer = ConsumerWatch(idle=lambda: _connected_holding_no_task(sender),
-                                 waiting=lambda: _waiting(sched.r, consumed),
-                                 stall_s=settings.consumer_stall_s, stop=_stop_to_be_restarted)
+                                 waiting=lambda: sum(queue_depths(sched.r, consumed).values()),
+                                 stall_s=settings.consumer_stall_s, stop=stop_warm)
 
         def alive(_):
             _touch(proc.alive_file)
@@ -249,23 +256,6 @@ def _connected_holding_no_task(consumer) -> bool:
     from celery.worker import state
     return consumer.connection is not None and not (
         state.reserved_requests or state.active_requests or state.scheduled_requests)
-
-
-def _waiting(r, consumed: list[str]) -> int:
-    """Messages on the Redis lists of the queues this worker consumes, every priority level."""
-    from zkqueue.coordinator.broker import queue_lists
-    with r.pipeline(transaction=False) as pipe:
-        for queue in consumed:
-            for name in queue_lists(queue):
-                pipe.llen(name)
-        return sum(pipe.execute())
-
-
-def _stop_to_be_restarted(reason: str) -> None:
-    """A warm shutdown (SIGTERM to itself), which holds no task here; the supervisor, or the
-    service manager, starts a fresh worker with a fresh consumer."""
-    log.error("%s: stopping this worker so that a fresh one replaces it", reason)
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,10 @@ pub/sub read after a Redis restart, is fixed where it happens (coordinator/trans
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Callable
 
-log = logging.getLogger("zkqueue.worker")
+import redis
 
 
 class ConsumerWatch:
@@ -34,8 +33,8 @@ class ConsumerWatch:
     """
 
     def __init__(self, *, idle: Callable[[], bool], waiting: Callable[[], int], stall_s: float,
-                 stop: Callable[[str], None], clock: Callable[[], float] = time.monotonic):
-        self.idle, self.waiting, self.stall_s, self.stop, self.clock = idle, waiting, stall_s, stop, clock
+                 stop: Callable[[str], None]):
+        self.idle, self.waiting, self.stall_s, self.stop = idle, waiting, stall_s, stop
         self.stalled_since: float | None = None
         self.stopped = False
 
@@ -43,12 +42,11 @@ class ConsumerWatch:
         """One look; resets the clock whenever the worker holds work or nothing waits."""
         if self.stopped:
             return
-        import redis
         try:
             waiting = self.waiting() if self.idle() else 0
         except redis.RedisError:
             waiting = 0
-        now = self.clock()
+        now = time.monotonic()
         if not waiting:
             self.stalled_since = None
             return
