@@ -48,6 +48,7 @@ constexpr size_t chunk_points() { return CHUNK_BYTES / sizeof(Affine<F>); }
 
 template <class F>
 struct Scratch {
+    using Field = F;
     std::vector<Affine<F>> work;  // bucket contents, bucket after bucket
     std::vector<Affine<F>> acc;   // bucket sums carried between chunks
     std::vector<F> den, pre;      // per pair: denominator (then its inverse), prefix products
@@ -461,109 +462,166 @@ inline uint32_t half_bits_at(const uint64_t* k, int pos, int c) {
     return (uint32_t)(v & ((1ull << c) - 1));
 }
 
-// sum scalars[i] * P_i. point_words: n affine points (Montgomery, zeros = infinity);
-// scalars: n standard-form 4-word values, each < r (else ZKQ_ERR_SCALAR_RANGE).
-// table: null, or a buffer from msm_table_build for exactly these points (ZKQ_ERR_ARG when
-// its header says otherwise). window_bits: 0 picks c by the cost model (plain_plan); a
-// value in 1..MAX_C forces it (measurements, tests); ignored with a table, whose c is fixed.
+// One MSM cut into tasks: plan() checks the arguments and fixes the plan and the tasks (no
+// heavy work), prepare() recodes the scalars into the digits every task reads, run_task(k)
+// sums task k's bucket set, finish() combines the tasks' sums into the result and frees the
+// digits. msm() runs the four in a row; prove.cpp puts the tasks of its five MSMs in one
+// pool, so that no thread idles while another finishes the last MSM of the prove.
+//
+// Tasks: whole sub-windows while every thread gets one; the leftover sub-windows are cut
+// into one slice per thread (see plan_cost).
+template <class F, class Fr>
+class MsmRun {
+  public:
+    // point_words: n affine points (Montgomery, zeros = infinity); scalars: n standard-form
+    // 4-word values, each < r (prepare() returns ZKQ_ERR_SCALAR_RANGE otherwise). table:
+    // null, or a buffer from msm_table_build for exactly these points (ZKQ_ERR_ARG when its
+    // header says otherwise). window_bits: 0 picks c by the cost model (plain_plan); a value
+    // in 1..MAX_C forces it (measurements, tests); ignored with a table, whose c is fixed.
+    // The arrays must outlive the run.
+    int plan(const uint64_t* point_words, const uint64_t* scalars, size_t n, int threads,
+             const uint64_t* table = nullptr, int window_bits = 0) {
+        if (n && (!point_words || !scalars)) return ZKQ_ERR_ARG;
+        if (window_bits < 0 || window_bits > MAX_C) return ZKQ_ERR_ARG;
+        pts_ = reinterpret_cast<const Affine<F>*>(point_words);
+        scalars_ = scalars;
+        n_ = n;
+        table_ = table;
+        if (n == 0) return ZKQ_OK;
+        if (table) {
+            if (!table_header_plan<F, Fr>(table, pts_, n, plan_)) return ZKQ_ERR_ARG;
+        } else if (window_bits) {
+            plan_.c = window_bits;
+            plan_.windows = plan_.stride = glv_windows(window_bits);
+        } else {
+            plan_ = plain_plan(n, threads);
+        }
+        const size_t sub = sub_points();
+        const int nt = std::max(1, threads), S = plan_.stride;
+        const int whole = S - S % nt;
+        for (int t = 0; t < whole; t++) tasks_.push_back({t, 0, sub});
+        for (int t = whole; t < S; t++)
+            for (int k = 0; k < nt; k++) {
+                size_t lo = sub * k / nt, hi = sub * (k + 1) / nt;
+                if (lo < hi) tasks_.push_back({t, lo, hi});
+            }
+        partial_.assign(tasks_.size(), Jacobian<F>::infinity());
+        return ZKQ_OK;
+    }
+
+    size_t task_count() const { return tasks_.size(); }
+
+    // The signed digits of k1 (virtual point i) and k2 (virtual point n + i), the halves'
+    // signs folded in; window w = j*S + t is stored at ((t*L + j) * 2n + v) so that a
+    // sub-window's digits are contiguous. Also phi(P_i)'s x coordinates when there is no
+    // table: every window reads them (half the memory of the input points; y is P_i's own),
+    // so they are made once instead of one product per point per window. With a table each
+    // point is read once per MSM anyway.
+    int prepare(int threads) {
+        if (n_ == 0) return ZKQ_OK;
+        constexpr int CURVE = curve_of<Fr>();
+        const int c = plan_.c, L = plan_.levels, S = plan_.stride;
+        const int32_t half = 1 << (c - 1);
+        const size_t vn = 2 * n_;
+        dig_.resize((size_t)plan_.windows * vn);
+        std::atomic<size_t> bad{SIZE_MAX};
+        std::atomic<bool> internal{false};
+        parallel_for(threads, n_, [&](size_t b, size_t e, int) {
+            for (size_t i = b; i < e; i++) {
+                const uint64_t* k = scalars_ + 4 * i;
+                Fr kr;
+                std::memcpy(kr.v, k, 32);
+                GlvHalf h[2] = {};
+                bool skip = pts_[i].is_inf();
+                if (kr.geq_modulus()) {
+                    keep_lowest(bad, i);
+                    skip = true;
+                } else if (!skip && !glv_decompose<CURVE>(k, h[0], h[1])) {
+                    internal = true;
+                    skip = true;
+                }
+                for (int part = 0; part < 2; part++) {
+                    const size_t v = i + part * n_;
+                    int32_t carry = 0;
+                    for (int w = 0; w < plan_.windows; w++) {
+                        int32_t d = skip ? 0 : (int32_t)half_bits_at(h[part].mag, w * c, c) + carry;
+                        carry = 0;
+                        if (d > half) { d -= 2 * half; carry = 1; }
+                        const int t = w % S, j = w / S;
+                        dig_[((size_t)t * L + j) * vn + v] = (int16_t)(h[part].neg ? -d : d);
+                    }
+                }
+            }
+        });
+        if (bad.load() != SIZE_MAX) return ZKQ_ERR_SCALAR_RANGE;
+        if (internal) return ZKQ_ERR_INTERNAL;
+        beta_ = glv_beta<CURVE, F>();
+        if (!table_ && plan_.windows > 1) {
+            endo_x_.resize(n_);
+            parallel_for(threads, n_, [&](size_t b, size_t e, int) {
+                for (size_t i = b; i < e; i++) endo_x_[i] = pts_[i].x * beta_;
+            });
+        }
+        return ZKQ_OK;
+    }
+
+    // Task k's bucket set, summed with scratch s (after prepare()).
+    void run_task(size_t k, Scratch<F>& s) {
+        const GlvPoints<F> src{pts_, endo_x_.empty() ? nullptr : endo_x_.data(),
+                               table_ ? reinterpret_cast<const Affine<F>*>(table_ + TABLE_HEADER) : nullptr, n_,
+                               beta_};
+        const Task& tk = tasks_[k];
+        partial_[k] = window_sum(src, dig_.data() + (size_t)tk.t * sub_points(), tk.lo, tk.hi, plan_.c, s);
+    }
+
+    // The result (affine words) from the sums of all tasks; frees the run's memory.
+    void finish(uint64_t* out) {
+        std::vector<Jacobian<F>> sums(plan_.stride, Jacobian<F>::infinity());
+        for (size_t k = 0; k < tasks_.size(); k++) sums[tasks_[k].t] = jac_add(sums[tasks_[k].t], partial_[k]);
+        Jacobian<F> acc = Jacobian<F>::infinity();
+        for (int t = plan_.stride - 1; t >= 0 && n_; t--) {
+            for (int j = 0; j < plan_.c; j++) acc = jac_dbl(acc);
+            acc = jac_add(acc, sums[t]);
+        }
+        Affine<F> r = jac_to_affine(acc);
+        std::memcpy(out, &r, sizeof(r));
+        std::vector<int16_t>().swap(dig_);
+        std::vector<F>().swap(endo_x_);
+    }
+
+  private:
+    struct Task { int t; size_t lo, hi; };
+    // Points of one sub-window: its table levels' 2n GLV points each.
+    size_t sub_points() const { return (size_t)plan_.levels * 2 * n_; }
+
+    const Affine<F>* pts_ = nullptr;
+    const uint64_t* scalars_ = nullptr;
+    size_t n_ = 0;
+    const uint64_t* table_ = nullptr;
+    MsmPlan plan_;
+    std::vector<Task> tasks_;
+    std::vector<int16_t> dig_;
+    std::vector<F> endo_x_;
+    std::vector<Jacobian<F>> partial_;
+    typename BaseOf<F>::type beta_{};
+};
+
+// sum scalars[i] * P_i on `threads` threads (arguments as MsmRun::plan); out: the affine
+// result (zeros for infinity).
 template <class F, class Fr>
 int msm(const uint64_t* point_words, const uint64_t* scalars, size_t n, uint64_t* out, int threads,
         const uint64_t* table = nullptr, int window_bits = 0) {
-    constexpr int CURVE = curve_of<Fr>();
-    constexpr int NWF = (int)(sizeof(F) / 8);  // 64-bit words per coordinate
-    if (!out || (n && (!point_words || !scalars))) return ZKQ_ERR_ARG;
-    if (window_bits < 0 || window_bits > MAX_C) return ZKQ_ERR_ARG;
-    if (n == 0) {
-        std::memset(out, 0, 2 * NWF * 8);
-        return ZKQ_OK;
-    }
-    const Affine<F>* pts = reinterpret_cast<const Affine<F>*>(point_words);
-    MsmPlan plan;
-    if (table) {
-        if (!table_header_plan<F, Fr>(table, pts, n, plan)) return ZKQ_ERR_ARG;
-    } else if (window_bits) {
-        plan.c = window_bits;
-        plan.windows = plan.stride = glv_windows(window_bits);
-    } else {
-        plan = plain_plan(n, threads);
-    }
-    const int c = plan.c, L = plan.levels, S = plan.stride;
-    const int32_t half = 1 << (c - 1);
-    const size_t vn = 2 * n;               // GLV points per level
-    const size_t sub = (size_t)L * vn;     // points per sub-window
-
-    // Signed digits of k1 (virtual point i) and k2 (virtual point n + i), the halves' signs
-    // folded in; window w = j*S + t is stored at ((t*L + j) * 2n + v) so that a
-    // sub-window's digits are contiguous.
-    std::vector<int16_t> dig((size_t)plan.windows * vn);
-    std::atomic<size_t> bad{SIZE_MAX};
-    std::atomic<bool> internal{false};
-    parallel_for(threads, n, [&](size_t b, size_t e, int) {
-        for (size_t i = b; i < e; i++) {
-            const uint64_t* k = scalars + 4 * i;
-            Fr kr;
-            std::memcpy(kr.v, k, 32);
-            GlvHalf h[2] = {};
-            bool skip = pts[i].is_inf();
-            if (kr.geq_modulus()) {
-                keep_lowest(bad, i);
-                skip = true;
-            } else if (!skip && !glv_decompose<CURVE>(k, h[0], h[1])) {
-                internal = true;
-                skip = true;
-            }
-            for (int part = 0; part < 2; part++) {
-                const size_t v = i + part * n;
-                int32_t carry = 0;
-                for (int w = 0; w < plan.windows; w++) {
-                    int32_t d = skip ? 0 : (int32_t)half_bits_at(h[part].mag, w * c, c) + carry;
-                    carry = 0;
-                    if (d > half) { d -= 2 * half; carry = 1; }
-                    const int t = w % S, j = w / S;
-                    dig[((size_t)t * L + j) * vn + v] = (int16_t)(h[part].neg ? -d : d);
-                }
-            }
-        }
-    });
-    if (bad.load() != SIZE_MAX) return ZKQ_ERR_SCALAR_RANGE;
-    if (internal) return ZKQ_ERR_INTERNAL;
-
-    // Tasks: whole sub-windows while every thread gets one; the leftover sub-windows are cut
-    // into one slice per thread (see plan_cost).
-    struct Task { int t; size_t lo, hi; };
-    std::vector<Task> tasks;
-    const int nt_req = std::max(1, threads);
-    const int whole = S - S % nt_req;
-    for (int t = 0; t < whole; t++) tasks.push_back({t, 0, sub});
-    for (int t = whole; t < S; t++)
-        for (int k = 0; k < nt_req; k++) {
-            size_t lo = sub * k / nt_req, hi = sub * (k + 1) / nt_req;
-            if (lo < hi) tasks.push_back({t, lo, hi});
-        }
-    const auto beta = glv_beta<CURVE, F>();
-    // Without a table every window reads phi(P_i) again: make their x coordinates once (half
-    // the memory of the input points, freed at the end; y is P_i's own) instead of one
-    // product per point per window. With a table, each point is read once per MSM anyway.
-    std::vector<F> endo_x;
-    if (!table && plan.windows > 1) {
-        endo_x.resize(n);
-        parallel_for(threads, n, [&](size_t b, size_t e, int) {
-            for (size_t i = b; i < e; i++) endo_x[i] = pts[i].x * beta;
-        });
-    }
-    const GlvPoints<F> src{pts, endo_x.empty() ? nullptr : endo_x.data(),
-                           table ? reinterpret_cast<const Affine<F>*>(table + TABLE_HEADER) : nullptr, n, beta};
-    std::vector<Jacobian<F>> partial(tasks.size());
+    if (!out) return ZKQ_ERR_ARG;
+    MsmRun<F, Fr> run;
+    int rc = run.plan(point_words, scalars, n, threads, table, window_bits);
+    if (rc == ZKQ_OK) rc = run.prepare(threads);
+    if (rc != ZKQ_OK) return rc;
     std::atomic<size_t> next{0};
     auto worker = [&]() {
         Scratch<F> s;
-        for (size_t k; (k = next.fetch_add(1)) < tasks.size();) {
-            const Task& tk = tasks[k];
-            const int16_t* d = dig.data() + (size_t)tk.t * sub;
-partial[k] = window_sum(src, d, tk.lo, tk.hi, c, s);
-        }
+        for (size_t k; (k = next.fetch_add(1)) < run.task_count();) run.run_task(k, s);
     };
-    int nt = clamp_threads(threads, tasks.size());
+    const int nt = clamp_threads(threads, run.task_count());
     std::vector<std::thread> pool;
     std::vector<std::exception_ptr> errs(nt);
     for (int t = 1; t < nt; t++)
@@ -571,16 +629,7 @@ partial[k] = window_sum(src, d, tk.lo, tk.hi, c, s);
     try { worker(); } catch (...) { errs[0] = std::current_exception(); }
     for (auto& th : pool) th.join();
     for (auto& e : errs) if (e) std::rethrow_exception(e);
-
-    std::vector<Jacobian<F>> sums(S, Jacobian<F>::infinity());
-    for (size_t k = 0; k < tasks.size(); k++) sums[tasks[k].t] = jac_add(sums[tasks[k].t], partial[k]);
-    Jacobian<F> acc = Jacobian<F>::infinity();
-    for (int t = S - 1; t >= 0; t--) {
-        for (int j = 0; j < c; j++) acc = jac_dbl(acc);
-        acc = jac_add(acc, sums[t]);
-    }
-    Affine<F> r = jac_to_affine(acc);
-    std::memcpy(out, &r, sizeof(r));
+    run.finish(out);
     return ZKQ_OK;
 }
 

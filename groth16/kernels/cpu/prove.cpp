@@ -7,12 +7,16 @@
 //   blinding with r and s (drawn by the caller).
 //
 // Scheduling: after the cheap evaluation of A, B, C (all threads), the coset transforms and
-// the MSMs run as steps on two lanes, each lane with half the threads. A lane takes the
-// first step in list order whose inputs are ready: the G2 MSM (the largest, about two G1
-// MSMs) starts at once on one lane while the other does the three transforms and h, then
-// the G1 MSMs fill both lanes. Only A, B1, B2 and L do not need h, so neither lane waits.
-// Every step computes exact field or group elements, so the result does not depend on
-// which lane ran what: the proof is deterministic for given inputs, r and s.
+// the MSMs run as steps on one lane per thread. An MSM is several steps: recoding its
+// scalars, its tasks (bucket sets, msm.hpp's MsmRun) and combining their sums. A lane takes
+// the first step in list order whose inputs are ready: the G2 MSM (the largest, about two
+// G1 MSMs) is recoded at once while the other lanes do the three transforms and h, then
+// every lane takes tasks of the MSMs in turn. As the tasks of all five MSMs are one pool, a
+// lane that runs out of work waits for one task at most (whole MSMs per lane left one
+// thread idle for up to a G1 MSM: 10-20% of the prove when B's queries hold many points at
+// infinity, as Poseidon circuits' do). Every step computes exact field or group elements,
+// so the result does not depend on which lane ran what: the proof is deterministic for
+// given inputs, r and s.
 #include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,7 +33,8 @@
 namespace zkq {
 namespace {
 
-// One step of the prove: run(threads) returns an error code; deps must finish first.
+// One step of the prove, on one thread: run(lane) returns an error code; deps must finish
+// first.
 struct Step {
     std::vector<int> deps;
     std::function<int(int)> run;
@@ -38,11 +43,11 @@ struct Step {
 // True once the caller has set *cancel (from another thread; null: never).
 inline bool cancelled(const int* cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
 
-// Runs `steps` on one worker per entry of lane_threads (the caller's thread is lane 0),
-// each taking the first not-started step whose dependencies are done. Returns the first
-// nonzero code (later steps are then skipped), ZKQ_ERR_CANCELLED when *cancel was set
-// before a step started; exceptions are rethrown after the join.
-int run_steps(std::vector<Step>& steps, const std::vector<int>& lane_threads, const int* cancel) {
+// Runs `steps` on `lanes` threads (the caller's thread is lane 0), each taking the first
+// not-started step whose dependencies are done. Returns the first nonzero code (later steps
+// are then skipped), ZKQ_ERR_CANCELLED when *cancel was set before a step started;
+// exceptions are rethrown after the join.
+int run_steps(std::vector<Step>& steps, int lanes, const int* cancel) {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<uint8_t> state(steps.size(), 0);  // 0 waiting, 1 running, 2 done
@@ -54,7 +59,7 @@ int run_steps(std::vector<Step>& steps, const std::vector<int>& lane_threads, co
         return true;
     };
     std::exception_ptr err;
-    auto lane = [&](int threads) {
+    auto lane = [&](int index) {
         std::unique_lock<std::mutex> lock(mu);
         for (;;) {
             if (finished == steps.size() || code != ZKQ_OK) return;
@@ -70,7 +75,7 @@ int run_steps(std::vector<Step>& steps, const std::vector<int>& lane_threads, co
             lock.unlock();
             int rc;
             try {
-                rc = steps[pick].run(threads);
+                rc = steps[pick].run(index);
             } catch (...) {
                 rc = ZKQ_ERR_INTERNAL;
                 lock.lock();
@@ -85,8 +90,8 @@ int run_steps(std::vector<Step>& steps, const std::vector<int>& lane_threads, co
         }
     };
     std::vector<std::thread> pool;
-    for (size_t t = 1; t < lane_threads.size(); t++) pool.emplace_back(lane, lane_threads[t]);
-    lane(lane_threads[0]);
+    for (int t = 1; t < lanes; t++) pool.emplace_back(lane, t);
+    lane(0);
     for (auto& th : pool) th.join();
     if (err) std::rethrow_exception(err);  // e.g. bad_alloc: guarded() maps it to a code
     return code;
@@ -199,43 +204,60 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
 
     uint64_t raw_a[G1W], raw_b1[G1W], raw_l[G1W], raw_h[G1W], raw_b2[G2W];
     const size_t npriv = key.nvars - key.npublic - 1;
+    const int lanes = threads;
     std::vector<Step> steps;
     auto coset = [&](std::vector<Fr>& v) {
         Fr* p = v.data();
-        return [&, p](int t) { to_coset(p, n, tw, scale.data(), t); return ZKQ_OK; };
+        return [&, p](int) { to_coset(p, n, tw, scale.data(), 1); return ZKQ_OK; };
     };
-    // An MSM over a section (with its table, if any). In a one-shot process, the section's
-    // pages are released afterwards, and so is the MSM's scratch: it sits in glibc's
-    // per-thread arenas after the MSM's threads exit, and five MSMs would each keep their
-    // share resident (peak RSS is one of the bench's measures). A resident key's worker
-    // keeps both: it needs them again for the next proof.
-    auto msm_step = [&](auto point_tag, int query, const uint64_t* pts, const uint64_t* scalars, size_t count,
-                        uint64_t* out) {
-        using F = decltype(point_tag);
-        return [&, query, pts, scalars, count, out](int t) {
-            int e = msm<F, Fr>(pts, scalars, count, out, t, key.tables[query]);
+    steps.push_back({{}, coset(a)});  // 0
+    steps.push_back({{}, coset(b)});  // 1
+    steps.push_back({{}, coset(c)});  // 2
+    const int h_step = (int)steps.size();
+    steps.push_back({{0, 1, 2}, [&](int) {  // h, into a
+        int e = h_scalars<Fr>(aw, bw, cw, aw, n, 1);
+        for (auto* v : {&b, &c, &scale, &tw.t}) std::vector<Fr>().swap(*v);  // for the MSMs' scratch
+        return e;
+    }});
+    // An MSM over a section (with its table, if any) as steps: recoding (after `deps`), its
+    // tasks, then the result. In a one-shot process, the section's pages are released
+    // afterwards and freed memory goes back to the system (peak RSS is one of the bench's
+    // measures); a resident key's worker keeps its sections for the next proof.
+    std::vector<Scratch<Fq>> scratch_g1(lanes);
+    std::vector<Scratch<Fq2>> scratch_g2(lanes);
+    auto add_msm = [&](auto& run, auto& scratch, int query, const uint64_t* pts, const uint64_t* scalars,
+                       size_t count, uint64_t* out, std::vector<int> deps) {
+        using F = typename std::remove_reference_t<decltype(scratch[0])>::Field;
+        int e = run.plan(pts, scalars, count, threads, key.tables[query]);
+        if (e != ZKQ_OK) return e;
+        const int prep = (int)steps.size();
+        steps.push_back({std::move(deps), [&run](int) { return run.prepare(1); }});
+        std::vector<int> done{prep};
+        for (size_t k = 0; k < run.task_count(); k++) {
+            done.push_back((int)steps.size());
+            steps.push_back({{prep}, [&run, &scratch, k](int lane) {
+                run.run_task(k, scratch[lane]);
+                return ZKQ_OK;
+            }});
+        }
+        steps.push_back({std::move(done), [&, pts, count, out](int) {
+            run.finish(out);
             if (key.release) {
                 release_pages(true, pts, count * 2 * sizeof(F));
                 malloc_trim(0);
             }
-            return e;
-        };
+            return ZKQ_OK;
+        }});
+        return ZKQ_OK;
     };
-    steps.push_back({{}, msm_step(Fq2{}, 2, key.b2, ws, key.nvars, raw_b2)});  // 0
-    steps.push_back({{}, coset(a)});                                         // 1
-    steps.push_back({{}, coset(b)});                                         // 2
-    steps.push_back({{}, coset(c)});                                         // 3
-    steps.push_back({{1, 2, 3}, [&](int t) {                                 // 4: h, into a
-        int e = h_scalars<Fr>(aw, bw, cw, aw, n, t);
-        for (auto* v : {&b, &c, &scale, &tw.t}) std::vector<Fr>().swap(*v);  // for the MSMs' scratch
-        return e;
-    }});
-    steps.push_back({{4}, msm_step(Fq{}, 4, key.h, aw, n, raw_h)});
-    steps.push_back({{}, msm_step(Fq{}, 0, key.a, ws, key.nvars, raw_a)});
-    steps.push_back({{}, msm_step(Fq{}, 1, key.b1, ws, key.nvars, raw_b1)});
-    steps.push_back({{}, msm_step(Fq{}, 3, key.l, ws + 4 * (key.npublic + 1), npriv, raw_l)});
-    std::vector<int> lanes = threads >= 2 ? std::vector<int>{threads - threads / 2, threads / 2}
-                                          : std::vector<int>{1};
+    MsmRun<Fq2, Fr> run_b2;
+    MsmRun<Fq, Fr> run_h, run_a, run_b1, run_l;
+    if ((rc = add_msm(run_h, scratch_g1, 4, key.h, aw, n, raw_h, {h_step})) ||
+        (rc = add_msm(run_b2, scratch_g2, 2, key.b2, ws, key.nvars, raw_b2, {})) ||
+        (rc = add_msm(run_a, scratch_g1, 0, key.a, ws, key.nvars, raw_a, {})) ||
+        (rc = add_msm(run_b1, scratch_g1, 1, key.b1, ws, key.nvars, raw_b1, {})) ||
+        (rc = add_msm(run_l, scratch_g1, 3, key.l, ws + 4 * (key.npublic + 1), npriv, raw_l, {})))
+        return rc;
     rc = run_steps(steps, lanes, key.cancel);
     if (rc != ZKQ_OK) return rc;
     auto t2 = clock();
