@@ -9,11 +9,11 @@
 // Scheduling: after the cheap evaluation of A, B, C (all threads), the coset transforms and
 // the MSMs run as steps on one lane per thread. An MSM is several steps: recoding its
 // scalars, its tasks (bucket sets, msm.hpp's MsmRun) and combining their sums. A lane takes
-// the first step in list order whose inputs are ready: the G2 MSM (the largest, about two
-// G1 MSMs) is recoded at once while the other lanes do the three transforms and h, then
-// every lane takes tasks of the MSMs in turn. As the tasks of all five MSMs are one pool, a
-// lane that runs out of work waits for one task at most (whole MSMs per lane left one
-// thread idle for up to a G1 MSM: 10-20% of the prove when B's queries hold many points at
+// the first step in list order whose inputs are ready: the three transforms, h (which frees
+// their buffers), then the MSMs' steps, H's first (it waits for h: until then the lanes take
+// the G2 MSM's, then A's, B1's, L's). As the tasks of all five MSMs are one pool, a lane
+// that runs out of work waits for one task at most (whole MSMs per lane left one thread
+// idle for up to a G1 MSM: 10-20% of the prove when B's queries hold many points at
 // infinity, as Poseidon circuits' do). Every step computes exact field or group elements,
 // so the result does not depend on which lane ran what: the proof is deterministic for
 // given inputs, r and s.
