@@ -48,7 +48,6 @@ constexpr size_t chunk_points() { return CHUNK_BYTES / sizeof(Affine<F>); }
 
 template <class F>
 struct Scratch {
-    using Field = F;
     std::vector<Affine<F>> work;  // bucket contents, bucket after bucket
     std::vector<Affine<F>> acc;   // bucket sums carried between chunks
     std::vector<F> den, pre;      // per pair: denominator (then its inverse), prefix products
@@ -510,6 +509,8 @@ class MsmRun {
     }
 
     size_t task_count() const { return tasks_.size(); }
+    // Bytes of the run's input points (a one-shot prove releases their pages after finish()).
+    size_t points_bytes() const { return n_ * sizeof(Affine<F>); }
 
     // The signed digits of k1 (virtual point i) and k2 (virtual point n + i), the halves'
     // signs folded in; window w = j*S + t is stored at ((t*L + j) * 2n + v) so that a
@@ -579,7 +580,7 @@ class MsmRun {
         std::vector<Jacobian<F>> sums(plan_.stride, Jacobian<F>::infinity());
         for (size_t k = 0; k < tasks_.size(); k++) sums[tasks_[k].t] = jac_add(sums[tasks_[k].t], partial_[k]);
         Jacobian<F> acc = Jacobian<F>::infinity();
-        for (int t = plan_.stride - 1; t >= 0 && n_; t--) {
+        for (int t = plan_.stride - 1; t >= 0; t--) {
             for (int j = 0; j < plan_.c; j++) acc = jac_dbl(acc);
             acc = jac_add(acc, sums[t]);
         }

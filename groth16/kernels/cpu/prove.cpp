@@ -227,7 +227,6 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
     std::vector<Scratch<Fq2>> scratch_g2(lanes);
     auto add_msm = [&](auto& run, auto& scratch, int query, const uint64_t* pts, const uint64_t* scalars,
                        size_t count, uint64_t* out, std::vector<int> deps) {
-        using F = typename std::remove_reference_t<decltype(scratch[0])>::Field;
         int e = run.plan(pts, scalars, count, threads, key.tables[query]);
         if (e != ZKQ_OK) return e;
         const int prep = (int)steps.size();
@@ -240,10 +239,10 @@ int prove(const KeyView& key, const uint64_t* witness_words, const Fr_of<CURVE>&
                 return ZKQ_OK;
             }});
         }
-        steps.push_back({std::move(done), [&, pts, count, out](int) {
+        steps.push_back({std::move(done), [&, pts, out](int) {
             run.finish(out);
             if (key.release) {
-                release_pages(true, pts, count * 2 * sizeof(F));
+                release_pages(true, pts, run.points_bytes());
                 malloc_trim(0);
             }
             return ZKQ_OK;
