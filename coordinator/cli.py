@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path   # loaded anyway: zkqueue.config imports it
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING; pathlib (with re and enum) costs `zkqueue prove` ~10 ms
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from zkqueue.groth16.cli import (EXIT_INVALID, EXIT_OK, add_commands, finish, new_parser, parse_plain_prove,
                                  run_command)
@@ -70,6 +73,7 @@ def _wait_and_write(job, args) -> int:
     if progress:
         progress.done()
     if args.out:
+        from pathlib import Path  # noqa: PLC0415 - see TYPE_CHECKING
         write_result(result, Path(args.out))
     t = result.timings_s
     done = "done" if result.complete else f"done with {len(result.failed)} failed partition(s)"

@@ -16,12 +16,14 @@ load both.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 from _thread import allocate_lock  # threading.Lock, without importing threading (~1 ms)
-from pathlib import Path
 
 from .errors import NativeBuildError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING
+if TYPE_CHECKING:
+    from pathlib import Path
 
 try:
     # hashlib loads OpenSSL (about 3.7 MB of resident memory and 10 ms) before it hands out
@@ -31,8 +33,10 @@ try:
 except ImportError:  # an interpreter without it
     from hashlib import blake2b as _hash
 
-KERNEL_DIR = Path(__file__).parent / "kernels"
-CPU_DIR = KERNEL_DIR / "cpu"
+# Paths as strings, and os.path rather than pathlib on the way to a cached build: pathlib
+# brings re, enum, fnmatch and urllib.parse, about 10 ms of every `zkqueue prove`'s start-up.
+KERNEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
+CPU_DIR = os.path.join(KERNEL_DIR, "cpu")
 LIB_NAME = "libzkq_cpu.so"
 CXX_FLAGS = ["-O3", "-std=c++17", "-fPIC", "-pthread", "-march=native",
              "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"]
@@ -45,15 +49,21 @@ _libs: dict[str, ctypes.CDLL] = {}
 
 def kernel_sources() -> list[Path]:
     """Every file the CPU library is built from (shared headers and CPU sources), sorted."""
+    from pathlib import Path  # noqa: PLC0415 - see KERNEL_DIR
+    return [Path(p) for p in _source_files()]
+
+
+def _source_files() -> list[str]:
+    """kernel_sources() as strings."""
     return _files(KERNEL_DIR, ".cuh") + _files(CPU_DIR, ".hpp") + _files(CPU_DIR, ".cpp")
 
 
-def _files(folder: Path, suffix: str) -> list[Path]:
+def _files(folder: str, suffix: str) -> list[str]:
     """sorted(folder.glob("*" + suffix)) without glob's pattern matching (fnmatch compiles a
     regular expression for each pattern: 0.6 ms of every `zkqueue prove`, which hashes the
     sources to find its build)."""
     with os.scandir(folder) as entries:
-        return sorted(folder / e.name for e in entries if e.name.endswith(suffix))
+        return sorted(os.path.join(folder, e.name) for e in entries if e.name.endswith(suffix))
 
 
 def _machine() -> str:
@@ -80,12 +90,22 @@ def _compiler() -> str:
     return cxx
 
 
-@functools.lru_cache(maxsize=None)
+_memo: dict[tuple, str] = {}  # functools.lru_cache's job; functools imports collections (~1 ms)
+
+
 def _cpu_flags() -> str:
+    flags = _memo.get(("cpu_flags",))
+    if flags is None:
+        flags = _memo[("cpu_flags",)] = _read_cpu_flags()
+    return flags
+
+
+def _read_cpu_flags() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
+        with open("/proc/cpuinfo") as f:
+            for line in f:  # the first processor's flags line is all it takes
+                if line.startswith("flags"):
+                    return line.rstrip("\n")
     except OSError:
         pass
     import platform  # noqa: PLC0415 - no /proc/cpuinfo: rare; platform costs ~6 ms of start-up
@@ -124,15 +144,22 @@ def has_adx() -> bool:
 def source_hash() -> str:
     """Hash of the kernel sources alone: the part of a worker's fingerprint that names the code."""
     h = _hash(digest_size=16)
-    for path in kernel_sources():
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in _source_files():
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read() + b"\0")
     return h.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=None)
 def _compiler_identity(cxx: str) -> str:
     """What names the compiler in a build key: its resolved binary's path, size and mtime
     (an upgrade changes them); `--version` output only when CXX is not a plain binary."""
+    identity = _memo.get(("compiler", cxx))
+    if identity is None:
+        identity = _memo[("compiler", cxx)] = _read_compiler_identity(cxx)
+    return identity
+
+
+def _read_compiler_identity(cxx: str) -> str:
     path = _which(cxx)
     if path:
         real = os.path.realpath(path)
@@ -159,10 +186,10 @@ def build_key(variant: str | None = None) -> str:
     return h.hexdigest()[:20]
 
 
-def cache_dir() -> Path:
+def cache_dir() -> str:
     """The local cache directory ($ZKQUEUE_CACHE_DIR, zkqueue.config): builds go under native/."""
     from zkqueue import config  # noqa: PLC0415
-    return config.process().cache_path
+    return config.process().cache_dir
 
 
 def _compile(target_dir: Path, variant: str) -> None:
@@ -170,10 +197,11 @@ def _compile(target_dir: Path, variant: str) -> None:
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
 
     cxx = _compiler()
     flags = _flags(variant)
-    cpps = sorted(CPU_DIR.glob("*.cpp"))
+    cpps = sorted(Path(CPU_DIR).glob("*.cpp"))
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=target_dir.parent))
     try:
         def one(src: Path) -> Path:
@@ -202,12 +230,20 @@ def _compile(target_dir: Path, variant: str) -> None:
 
 def library_path(variant: str | None = None) -> Path:
     """Path of the compiled library (default variant for this CPU), building it if no cached build matches."""
+    from pathlib import Path  # noqa: PLC0415 - see KERNEL_DIR
+    return Path(_library_file(variant))
+
+
+def _library_file(variant: str | None) -> str:
+    """library_path() as a string."""
     variant = variant or default_variant()
-    target = cache_dir() / "native" / build_key(variant)
-    if not (target / LIB_NAME).exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _compile(target, variant)
-    return target / LIB_NAME
+    target = os.path.join(cache_dir(), "native", build_key(variant))
+    lib = os.path.join(target, LIB_NAME)
+    if not os.path.exists(lib):
+        from pathlib import Path  # noqa: PLC0415 - the build path only
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        _compile(Path(target), variant)
+    return lib
 
 
 def load(variant: str | None = None) -> ctypes.CDLL:
@@ -220,5 +256,5 @@ def load(variant: str | None = None) -> ctypes.CDLL:
     with _lock:
         lib = _libs.get(variant)
         if lib is None:
-            lib = _libs[variant] = ctypes.CDLL(str(library_path(variant)))
+            lib = _libs[variant] = ctypes.CDLL(_library_file(variant))
         return lib

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import operator
-from functools import lru_cache
 
 from . import csprng
 from .curves import Curve
@@ -51,8 +50,21 @@ def _in_range(curve: Curve, p) -> bool:
     return all(0 <= c < curve.q for c in cs) and (p is None or any(cs))
 
 
-@lru_cache(maxsize=64)
+_encoded_vks = None  # functools.lru_cache(64) of _encode_vk_uncached, made on first use
+
+
 def _encode_vk(vk: VerificationKey) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """The key's points as the native check takes them (LEM bytes), cached for the worker
+    that checks many proofs of one key. The cache is made on first use: functools brings
+    collections, about 2 ms of a one-shot `zkqueue prove`, which never calls this."""
+    global _encoded_vks
+    if _encoded_vks is None:
+        from functools import lru_cache  # noqa: PLC0415
+        _encoded_vks = lru_cache(maxsize=64)(_encode_vk_uncached)
+    return _encoded_vks(vk)
+
+
+def _encode_vk_uncached(vk: VerificationKey) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     c = vk.curve
     for name, p in (("alpha1", vk.alpha1), ("beta2", vk.beta2), ("gamma2", vk.gamma2),
                     ("delta2", vk.delta2), *((f"IC[{j}]", p) for j, p in enumerate(vk.ic))):

@@ -134,6 +134,6 @@ def test_fingerprint_does_not_touch_cuda():
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cupy_backends', 'cuda')); "
             "assert not bad, bad; print(f['toolchain'])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=native.KERNEL_DIR.parent.parent)
+                          cwd=Path(native.KERNEL_DIR).parents[1])
     assert proc.returncode == 0, proc.stderr
     assert "NVRTC" in proc.stdout

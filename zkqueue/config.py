@@ -21,7 +21,10 @@ This module is on `zkqueue prove`'s start-up path: it imports only `os` and `pat
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FLEET, PROCESS = "fleet", "process"
 
@@ -305,14 +308,18 @@ class ProcessSettings(_Frozen):
         environ = os.environ if environ is None else environ
         values = _values(PROCESS_VARS, environ, overrides)
         if not values["cache_dir"]:
-            values["cache_dir"] = str(Path(environ.get("HOME") or Path.home()) / ".cache" / "zkqueue")
+            # os.path, not pathlib: `zkqueue prove` reads this setting to find its native
+            # build, and pathlib costs its start-up about 10 ms (groth16/native.py)
+            home = environ.get("HOME") or os.path.expanduser("~")
+            values["cache_dir"] = os.path.join(home, ".cache", "zkqueue")
         if not values["wasm_cache"]:
-            values["wasm_cache"] = str(Path(values["cache_dir"]) / "wasm")
+            values["wasm_cache"] = os.path.join(values["cache_dir"], "wasm")
         return cls(**values)
 
     @property
     def cache_path(self) -> Path:
         """The local cache directory as a Path."""
+        from pathlib import Path  # noqa: PLC0415 - see from_env
         return Path(self.cache_dir)
 
 
@@ -326,8 +333,8 @@ def markdown_table() -> str:
 def default_store_url(environ=None) -> str:
     """A local directory: $XDG_DATA_HOME/zkqueue/store (~/.local/share/zkqueue/store)."""
     environ = os.environ if environ is None else environ
-    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return str(Path(base) / "zkqueue" / "store")
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "zkqueue", "store")
 
 
 def fleet(**overrides) -> Settings:

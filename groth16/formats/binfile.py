@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import mmap
 import struct
-from pathlib import Path
 
 from ..errors import FormatError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING; pathlib costs `zkqueue prove` ~10 ms of start-up
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HEADER_BYTES = 12
 SECTION_HEADER_BYTES = 12

@@ -8,7 +8,7 @@ JSON.stringify(obj, null, 1) does.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from .. import curves
 from ..curves import Curve
@@ -16,7 +16,8 @@ from ..encoding import G1, G2, g1_from_lem, g2_from_lem
 from ..errors import FormatError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # and pathlib, which costs it ~10 ms more (re, enum, urllib.parse)
+    from pathlib import Path
     from typing import Any
 
     from ..model import Proof, VerificationKey
@@ -78,7 +79,8 @@ def _load(path: str | Path) -> Any:
     import json  # noqa: PLC0415
 
     try:
-        return json.loads(Path(path).read_text())
+        with open(path) as f:
+            return json.loads(f.read())
     except OSError as exc:
         raise FormatError(f"cannot read: {exc.strerror}", path=path) from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -202,10 +204,11 @@ def verification_key_json(vk: VerificationKey, alphabeta_12: list) -> dict:
 
 def write_json(path: str | Path, obj: Any) -> None:
     """Writes obj as snarkjs does (JSON.stringify(obj, null, 1)), atomically."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(_dumps(obj))
-    tmp.replace(path)
+    path = os.fspath(path)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(_dumps(obj))
+    os.replace(tmp, path)
 
 
 # What json.dumps writes unchanged between quotes: printable ASCII but the quote and backslash.

@@ -8,7 +8,6 @@ the mapped file (the native whole-prove, groth16/native_prove.py, checks them in
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 from .. import curves
 from ..curves import Curve
@@ -18,6 +17,8 @@ from .binfile import BinFile, read_prime
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
 SEC_HEADER, SEC_VALUES = 1, 2

@@ -11,18 +11,17 @@ corrupted key is refused before any proving.
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from pathlib import Path
-
 from .. import curves
 from ..curves import Curve
 from ..encoding import g1_from_lem, g2_from_lem
 from ..errors import FormatError, UnsupportedError
-from ..record import Record
+from ..record import Record, computed_once
 from .binfile import BinFile, read_prime
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING; importing typing costs `zkqueue prove` 2.5 ms
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from ..model import VerificationKey
@@ -89,7 +88,7 @@ class ZKeyHeader(Record):
         return {SEC_IC: self.n_public + 1, SEC_H: self.domain_size,
                 SEC_C: self.n_vars - self.n_public - 1}.get(sec, self.n_vars)
 
-    @cached_property
+    @computed_once
     def verification_key(self) -> VerificationKey:
         """The verification key embedded in this proving key."""
         ic = self.file.section(SEC_IC, "IC")
@@ -125,7 +124,7 @@ class ZKey(Record):
     def log2_domain(self) -> int:
         return self.domain_size.bit_length() - 1
 
-    @cached_property
+    @computed_once
     def verification_key(self) -> VerificationKey:
         """The verification key embedded in this proving key."""
         return make_verification_key(self.curve, self.alpha1, self.beta2, self.gamma2, self.delta2,
