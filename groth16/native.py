@@ -93,14 +93,20 @@ def _compiler() -> str:
     return cxx
 
 
-_memo: dict[tuple, str] = {}  # functools.lru_cache's job; functools imports collections (~1 ms)
+_memo: dict[tuple, str] = {}
+
+
+def _once(key: tuple, compute) -> str:
+    """compute(), remembered under `key`: functools.lru_cache's job, without importing
+    functools (it brings collections, ~1 ms of `zkqueue prove`'s start-up)."""
+    value = _memo.get(key)
+    if value is None:
+        value = _memo[key] = compute()
+    return value
 
 
 def _cpu_flags() -> str:
-    flags = _memo.get(("cpu_flags",))
-    if flags is None:
-        flags = _memo[("cpu_flags",)] = _read_cpu_flags()
-    return flags
+    return _once(("cpu_flags",), _read_cpu_flags)
 
 
 def _read_cpu_flags() -> str:
@@ -156,10 +162,7 @@ def source_hash() -> str:
 def _compiler_identity(cxx: str) -> str:
     """What names the compiler in a build key: its resolved binary's path, size and mtime
     (an upgrade changes them); `--version` output only when CXX is not a plain binary."""
-    identity = _memo.get(("compiler", cxx))
-    if identity is None:
-        identity = _memo[("compiler", cxx)] = _read_compiler_identity(cxx)
-    return identity
+    return _once(("compiler", cxx), lambda: _read_compiler_identity(cxx))
 
 
 def _read_compiler_identity(cxx: str) -> str:
