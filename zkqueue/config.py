@@ -15,7 +15,8 @@ entry point) and passes the values on explicitly: nothing below an entry point r
 `os.environ`. tests/test_config.py checks that, and that the README's configuration table
 names every `ZKQUEUE_*` variable read anywhere in the tree.
 
-This module is on `zkqueue prove`'s start-up path: it imports only `os` and `pathlib`.
+This module is on `zkqueue prove`'s start-up path: it imports only `os` (pathlib only where a
+Path is asked for: it brings re, enum and urllib.parse, about 10 ms of that start-up).
 """
 
 from __future__ import annotations

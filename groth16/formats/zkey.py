@@ -11,6 +11,7 @@ corrupted key is refused before any proving.
 from __future__ import annotations
 
 import struct
+
 from .. import curves
 from ..curves import Curve
 from ..encoding import g1_from_lem, g2_from_lem
