@@ -198,13 +198,14 @@ def cache_dir() -> str:
     return config.process().cache_dir
 
 
-def _compile(target_dir: Path, variant: str) -> None:
+def _compile(target: str, variant: str) -> None:
     # Build-only modules, imported here so that loading a cached build stays cheap.
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
+    target_dir = Path(target)
     cxx = _compiler()
     flags = _flags(variant)
     cpps = sorted(Path(CPU_DIR).glob("*.cpp"))
@@ -246,9 +247,8 @@ def _library_file(variant: str | None) -> str:
     target = os.path.join(cache_dir(), "native", build_key(variant))
     lib = os.path.join(target, LIB_NAME)
     if not os.path.exists(lib):
-        from pathlib import Path  # noqa: PLC0415 - the build path only
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        _compile(Path(target), variant)
+        _compile(target, variant)
     return lib
 
 
