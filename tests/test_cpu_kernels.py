@@ -372,9 +372,10 @@ def test_adx_matches_portable_and_oracle(field_id, p, nw):
 
 @pytest.mark.parametrize("curve", CURVES, ids=IDS)
 def test_fq2_product_matches_oracle(curve):
-    """Fq2 products (on x86-adx: double-width products, two reductions) and squares against
-    Python integers, on both variants, where the lazy reduction could go wrong: a0 b0 below
-    and above a1 b1 (c0's borrow), sums a0 + a1 near 2p (unreduced), zero, one and p - 1."""
+    """Fq2 products (on x86-adx: double-width products, two reductions), squares and norms
+    (one reduction of a0^2 + a1^2: the G2 MSM's batch inversion) against Python integers,
+    where the lazy reduction could go wrong: a0 b0 below and above a1 b1 (c0's borrow),
+    sums a0 + a1 near 2p (unreduced), zero, one and p - 1."""
     p, nw = curve.q, curve.n8q // 8
     R = 1 << (64 * nw)
     rinv = pow(R, -1, p)
@@ -389,7 +390,8 @@ def test_fq2_product_matches_oracle(curve):
     a, b = enc([x for x, _ in pairs]), enc([y for _, y in pairs])
     mul = [((x0 * y0 - x1 * y1) * rinv % p, (x0 * y1 + x1 * y0) * rinv % p) for (x0, x1), (y0, y1) in pairs]
     sqr = [((x0 * x0 - x1 * x1) * rinv % p, 2 * x0 * x1 * rinv % p) for (x0, x1), _ in pairs]
-    for op, expect in ((0, mul), (1, sqr)):
+    norm = [((x0 * x0 + x1 * x1) * rinv % p, 0) for (x0, x1), _ in pairs]
+    for op, expect in ((0, mul), (1, sqr), (2, norm)):
         out = np.zeros_like(a)
         assert library().zkq_test_fq2_op(curve.native_id, op, a.ctypes.data, b.ctypes.data, out.ctypes.data,
                                          len(pairs)) == 0

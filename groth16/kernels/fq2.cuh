@@ -47,6 +47,17 @@ struct Fp2 {
         return {c0 * t, -(c1 * t)};
     }
     ZKQ_HD Fp2 conj() const { return {c0, -c1}; }
+    // The norm c0^2 + c1^2 in F: 1/x = conj(x) / norm(x).
+    ZKQ_HD_CALL F norm() const {
+#if defined(ZKQ_X86_ASM) && !defined(__CUDACC__)
+        if constexpr (F::BITS == 64 && (F::params::NW == 4 || F::params::NW == 6)) {
+            F r;  // two double-width squares and one Montgomery reduction instead of two
+            x86::fp2_norm<typename F::params>(r.v, c0.v, c1.v);
+            return r;
+        }
+#endif
+        return c0.sqr() + c1.sqr();
+    }
     ZKQ_HD Fp2 from_mont() const { return {c0.from_mont(), c1.from_mont()}; }
     ZKQ_HD Fp2 to_mont() const { return {c0.to_mont(), c1.to_mont()}; }
 };

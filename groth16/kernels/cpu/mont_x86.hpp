@@ -454,5 +454,25 @@ inline __attribute__((always_inline)) void fp2_mul(uint64_t* c0, uint64_t* c1, c
     }
 }
 
+// out = a0^2 + a1^2 (the norm of a0 + a1 u), Montgomery form, NW = 4 or 6: the two squares
+// are added double-width (a0^2 + a1^2 < 2p^2 < p 2^(64 NW), within redc's bound) and
+// reduced once.
+template <class P>
+inline __attribute__((always_inline)) void fp2_norm(uint64_t* out, const uint64_t* a0, const uint64_t* a1) {
+    constexpr int NW = P::NW, W = 2 * NW;
+    unsigned long long t0[W], t1[W];
+    if constexpr (NW == 4) {
+        mul_wide4(reinterpret_cast<uint64_t*>(t0), a0, a0);
+        mul_wide4(reinterpret_cast<uint64_t*>(t1), a1, a1);
+    } else {
+        mul_wide6(reinterpret_cast<uint64_t*>(t0), a0, a0);
+        mul_wide6(reinterpret_cast<uint64_t*>(t1), a1, a1);
+    }
+    unsigned char c = 0;
+    for (int i = 0; i < W; i++) c = _addcarry_u64(c, t0[i], t1[i], &t0[i]);
+    if constexpr (NW == 4) redc4<P>(out, reinterpret_cast<const uint64_t*>(t0));
+    else redc6<P>(out, reinterpret_cast<const uint64_t*>(t0));
+}
+
 }  // namespace x86
 }  // namespace zkq

@@ -102,8 +102,9 @@ int point_ops_c(int limb_bits, const uint64_t* p, const uint64_t* q, uint64_t* o
     return ZKQ_ERR_ARG;
 }
 
-// out[i] = a[i] * b[i] (op 0) or a[i]^2 (op 1) in Fq2 of curve C, 64-bit limbs (so the
-// x86-adx build runs its Fp2 product with two reductions).
+// out[i] = a[i] * b[i] (op 0), a[i]^2 (op 1) or the norm of a[i] as c0 with c1 = 0 (op 2)
+// in Fq2 of curve C, 64-bit limbs (so the x86-adx build runs its Fp2 product with two
+// reductions and its norm with one).
 template <int C>
 int fq2_op(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n) {
     using W = Words<typename CurveT<C>::Fq2>;
@@ -111,6 +112,7 @@ int fq2_op(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n
         auto x = W::load(a + i * W::NW), y = W::load(b + i * W::NW);
         if (op == 0) W::store(x * y, out + i * W::NW);
         else if (op == 1) W::store(x.sqr(), out + i * W::NW);
+        else if (op == 2) W::store({x.norm(), CurveT<C>::Fq::zero()}, out + i * W::NW);
         else return ZKQ_ERR_ARG;
     }
     return ZKQ_OK;
@@ -170,7 +172,8 @@ int zkq_test_g2_add(int curve, int limb_bits, const uint64_t* p, const uint64_t*
     return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (point_ops_c<C, true>(limb_bits, p, q, out, n))) });
 }
 
-// Fq2 elements of a curve (c0 || c1, Montgomery words): out = a * b (op 0) or a^2 (op 1).
+// Fq2 elements of a curve (c0 || c1, Montgomery words): out = a * b (op 0), a^2 (op 1) or
+// norm(a) = a0^2 + a1^2 (op 2, as c0; c1 = 0).
 int zkq_test_fq2_op(int curve, int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n) {
     return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (fq2_op<C>(op, a, b, out, n))) });
 }
