@@ -557,17 +557,27 @@ class MsmRun {
         constexpr int CURVE = curve_of<Fr>();
         const int c = plan_.c, L = plan_.levels, S = plan_.stride;
         const int32_t half = 1 << (c - 1);
-        const size_t vn = 2 * n_;
-        dig_.resize((size_t)plan_.windows * vn);
+        const size_t vn = 2 * n_, n = n_;
+        const int windows = plan_.windows;
+        dig_.resize((size_t)windows * vn);
+        // Where window w's digits start: w = j*S + t is stored at (t*L + j) * vn. Locals, not
+        // members, in the loop below: with -fno-strict-aliasing every int16 store could
+        // alias a member, which the compiler would then reload after each digit.
+        std::vector<size_t> start(windows);
+        for (int w = 0; w < windows; w++) start[w] = ((size_t)(w % S) * L + w / S) * vn;
+        int16_t* const dig = dig_.data();
+        const size_t* const at = start.data();
+        const uint64_t* const scalars = scalars_;
+        const Affine<F>* const pts = pts_;
         std::atomic<size_t> bad{SIZE_MAX};
         std::atomic<bool> internal{false};
-        parallel_for(threads, n_, [&](size_t b, size_t e, int) {
+        parallel_for(threads, n, [&](size_t b, size_t e, int) {
             for (size_t i = b; i < e; i++) {
-                const uint64_t* k = scalars_ + 4 * i;
+                const uint64_t* k = scalars + 4 * i;
                 Fr kr;
                 std::memcpy(kr.v, k, 32);
                 GlvHalf h[2] = {};
-                bool skip = pts_[i].is_inf();
+                bool skip = pts[i].is_inf();
                 if (kr.geq_modulus()) {
                     keep_lowest(bad, i);
                     skip = true;
@@ -576,16 +586,14 @@ class MsmRun {
                     skip = true;
                 }
                 for (int part = 0; part < 2; part++) {
-                    const size_t v = i + part * n_;
+                    const size_t v = i + part * n;
+                    const bool neg = h[part].neg;
                     int32_t carry = 0;
-                    // window w = j*S + t, stepped without a division per digit (an integer
-                    // division per digit was most of this recoding's time)
-                    for (int w = 0, t = 0, j = 0; w < plan_.windows; w++) {
+                    for (int w = 0; w < windows; w++) {
                         int32_t d = skip ? 0 : (int32_t)half_bits_at(h[part].mag, w * c, c) + carry;
                         carry = 0;
                         if (d > half) { d -= 2 * half; carry = 1; }
-                        dig_[((size_t)t * L + j) * vn + v] = (int16_t)(h[part].neg ? -d : d);
-                        if (++t == S) { t = 0; j++; }
+                        dig[at[w] + v] = (int16_t)(neg ? -d : d);
                     }
                 }
             }
