@@ -48,9 +48,9 @@ constexpr size_t chunk_points() { return CHUNK_BYTES / sizeof(Affine<F>); }
 
 // Montgomery's batch inversion, with its product chains in the base field: for Fq2,
 // 1/d = conj(d) / norm(d) with norm(d) in Fq, so a G2 pair's three chain products (one on
-// the way up, two on the way back) are Fq products, at the price of a norm and two Fq
-// products to turn 1/norm(d) into 1/d: about a quarter less work per G2 addition. For Fq
-// the chain holds d itself.
+// the way up, two on the way back) are Fq products instead of Fq2's, at the price of a
+// norm and two Fq products to turn 1/norm(d) into 1/d (a G2 MSM measured 1.06-1.08x
+// faster on both curves). For Fq the chain holds d itself.
 template <class F>
 struct BatchInv {
     using Chain = F;
