@@ -495,6 +495,24 @@ inline uint32_t half_bits_at(const uint64_t* k, int pos, int c) {
     return (uint32_t)(v & ((1ull << c) - 1));
 }
 
+// The signed c-bit digits of one GLV half (magnitude m0 + m1 2^64, negated when `neg`),
+// window w's digit stored at dig[at[w]] (see MsmRun::prepare). Everything it reads is an
+// argument: with -fno-strict-aliasing, a digit store could alias anything reached through
+// a pointer (a lambda's captures, the run's members), which the compiler would then
+// reload after every digit.
+inline void recode_half(uint64_t m0, uint64_t m1, bool neg, int c, int windows, int16_t* dig,
+                        const size_t* at) {
+    const int32_t half = 1 << (c - 1);
+    const uint64_t mag[2] = {m0, m1};
+    int32_t carry = 0;
+    for (int w = 0; w < windows; w++) {
+        int32_t d = (int32_t)half_bits_at(mag, w * c, c) + carry;
+        carry = 0;
+        if (d > half) { d -= 2 * half; carry = 1; }
+        dig[at[w]] = (int16_t)(neg ? -d : d);
+    }
+}
+
 // One MSM cut into tasks: plan() checks the arguments and fixes the plan and the tasks (no
 // heavy work), prepare() recodes the scalars into the digits every task reads, run_task(k)
 // sums task k's bucket set, finish() combines the tasks' sums into the result and frees the
@@ -555,29 +573,21 @@ class MsmRun {
     int prepare(int threads) {
         if (n_ == 0) return ZKQ_OK;
         constexpr int CURVE = curve_of<Fr>();
-        const int c = plan_.c, L = plan_.levels, S = plan_.stride;
-        const int32_t half = 1 << (c - 1);
-        const size_t vn = 2 * n_, n = n_;
-        const int windows = plan_.windows;
+        const int c = plan_.c, L = plan_.levels, S = plan_.stride, windows = plan_.windows;
+        const size_t vn = 2 * n_;
         dig_.resize((size_t)windows * vn);
-        // Where window w's digits start: w = j*S + t is stored at (t*L + j) * vn. Locals, not
-        // members, in the loop below: with -fno-strict-aliasing every int16 store could
-        // alias a member, which the compiler would then reload after each digit.
+        // where window w = j*S + t starts: (t*L + j) * vn
         std::vector<size_t> start(windows);
         for (int w = 0; w < windows; w++) start[w] = ((size_t)(w % S) * L + w / S) * vn;
-        int16_t* const dig = dig_.data();
-        const size_t* const at = start.data();
-        const uint64_t* const scalars = scalars_;
-        const Affine<F>* const pts = pts_;
         std::atomic<size_t> bad{SIZE_MAX};
         std::atomic<bool> internal{false};
-        parallel_for(threads, n, [&](size_t b, size_t e, int) {
+        parallel_for(threads, n_, [&](size_t b, size_t e, int) {
             for (size_t i = b; i < e; i++) {
-                const uint64_t* k = scalars + 4 * i;
+                const uint64_t* k = scalars_ + 4 * i;
                 Fr kr;
                 std::memcpy(kr.v, k, 32);
                 GlvHalf h[2] = {};
-                bool skip = pts[i].is_inf();
+                bool skip = pts_[i].is_inf();
                 if (kr.geq_modulus()) {
                     keep_lowest(bad, i);
                     skip = true;
@@ -585,17 +595,10 @@ class MsmRun {
                     internal = true;
                     skip = true;
                 }
-                for (int part = 0; part < 2; part++) {
-                    const size_t v = i + part * n;
-                    const bool neg = h[part].neg;
-                    int32_t carry = 0;
-                    for (int w = 0; w < windows; w++) {
-                        int32_t d = skip ? 0 : (int32_t)half_bits_at(h[part].mag, w * c, c) + carry;
-                        carry = 0;
-                        if (d > half) { d -= 2 * half; carry = 1; }
-                        dig[at[w] + v] = (int16_t)(neg ? -d : d);
-                    }
-                }
+                if (skip) h[0] = h[1] = GlvHalf{};  // all digits zero
+                for (int part = 0; part < 2; part++)
+                    recode_half(h[part].mag[0], h[part].mag[1], h[part].neg, c, windows,
+                                dig_.data() + i + part * n_, start.data());
             }
         });
         if (bad.load() != SIZE_MAX) return ZKQ_ERR_SCALAR_RANGE;
