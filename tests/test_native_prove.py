@@ -119,7 +119,9 @@ def test_native_prove_equals_backend_prover(name, arith, monkeypatch):
         be = CpuBackend(key.curve, threads=threads, variant=arith)
         assert prover.prove(key, witness, be).proof == expected.proof, threads
         prepared = be.prepare(key, budget_bytes=1 << 30)
-        assert len(prepared.tables) == 5
+        # a table for every query, but at 2^12 on 3 threads, where none is modelled to pay
+        # for its build (msm.hpp, TABLE_MIN_SAVING)
+        assert len(prepared.tables) == (0 if threads == 3 and key.domain_size >= 1 << 12 else 5)
         assert prover.prove(key, witness, be).proof == expected.proof, threads
 
 

@@ -15,7 +15,9 @@
 //    affine coordinates: all pairs of all buckets of one tree level share ONE field
 //    inversion (Montgomery's batch trick), so an addition costs about 6 multiplications
 //    instead of the 11 of a mixed Jacobian addition.
-//  * buckets are combined with the running-sum trick (sum_b b*B_b = sum_b sum_{j>=b} B_j).
+//  * buckets are combined as sum_b b*B_b = sum_r r*S_r + m * sum_q q*T_q (b = q*m + r,
+//    m ~ sqrt(#buckets); S_r, T_q plain sums made in the same batch-affine tree, see
+//    weighted_sum): Jacobian additions only for the ~2 sqrt(#buckets) weighted terms.
 //  * windows that share a table level are summed in ONE bucket set ("sub-window", see
 //    MsmPlan): with a full table of 2^(j*c) P_i there is a single bucket set and no
 //    doublings at all; without one, every window is its own sub-window.
@@ -253,6 +255,62 @@ struct GlvPoints {
     }
 };
 
+// sum_b b * B_b over b = 1..n of the affine points B (1-based), with the running-sum trick
+// (sum_b b*B_b = sum_b sum_{j>=b} B_j): one mixed and one full Jacobian addition per point.
+template <class F>
+Jacobian<F> running_sum(const Affine<F>* B, uint32_t n) {
+    Jacobian<F> running = Jacobian<F>::infinity(), total = Jacobian<F>::infinity();
+    for (uint32_t b = n; b >= 1; b--) {
+        if (!B[b].is_inf()) running = jac_madd(running, B[b]);
+        if (!running.is_inf()) total = jac_add(total, running);
+    }
+    return total;
+}
+
+// sum_b b * s.acc[b] over the buckets b = 1..nb (their sums, affine). With b = q*m + r
+// (m = 2^k >= sqrt(nb), 0 <= r < m):
+//   sum_b b*B_b = sum_r r * S_r + m * sum_q q * T_q,  S_r = sum_q B_(qm+r),  T_q = sum_r B_(qm+r)
+// S_r and T_q are plain sums, made in the bucket pass's batch-affine tree (every bucket
+// goes into one S and one T: two affine additions of about 6 products each), and only
+// their ~2 sqrt(nb) weighted sums take Jacobian additions, where the running sum over all
+// nb buckets took a mixed and a full Jacobian addition (~27 products) per bucket. Uses the
+// scratch's work arrays (their buckets are summed already).
+template <class F>
+Jacobian<F> weighted_sum(Scratch<F>& s, uint32_t nb) {
+    int k = 0;
+    while ((1u << (2 * k)) < nb) k++;
+    const uint32_t m = 1u << k, qn = nb >> k;
+    // scratch bucket r (1..m-1) collects S_r, bucket m-1+q (q = 1..qn) collects T_q: for
+    // nb a power of two, nb2 <= nb, within the scratch's nb + 1 entries
+    const uint32_t nb2 = m - 1 + qn;
+    const Affine<F>* acc = s.acc.data();
+    for (uint32_t b = 0; b <= nb2; b++) s.cnt[b] = 0;
+    for (uint32_t b = 1; b <= nb; b++) {
+        if (acc[b].is_inf()) continue;
+        if (b & (m - 1)) s.cnt[b & (m - 1)]++;
+        if (b >> k) s.cnt[m - 1 + (b >> k)]++;
+    }
+    uint32_t pos = 0;
+    for (uint32_t b = 0; b <= nb2; b++) {
+        s.start[b] = s.cursor[b] = pos;
+        pos += s.cnt[b];
+    }
+    s.work.resize(pos);
+    for (uint32_t b = 1; b <= nb; b++) {
+        if (acc[b].is_inf()) continue;
+        if (b & (m - 1)) s.work[s.cursor[b & (m - 1)]++] = acc[b];
+        if (b >> k) s.work[s.cursor[m - 1 + (b >> k)]++] = acc[b];
+    }
+    reduce_buckets(s, nb2);
+    // the sums, 1-based: S_1..S_(m-1), then T_1..T_qn
+    std::vector<Affine<F>> sums(nb2 + 1);
+    for (uint32_t b = 1; b <= nb2; b++) sums[b] = s.cnt[b] ? s.work[s.start[b]] : Affine<F>::infinity();
+    Jacobian<F> total_r = running_sum(sums.data(), m - 1);
+    Jacobian<F> total_q = running_sum(sums.data() + (m - 1), qn);
+    for (int i = 0; i < k; i++) total_q = jac_dbl(total_q);
+    return jac_add(total_r, total_q);
+}
+
 // sum over u in [lo, hi) of dig[u] * (point u of src), with 2^(c-1) buckets: one sub-window, or a
 // slice of one when a sub-window is split between threads.
 template <class F, class Src>
@@ -289,12 +347,7 @@ Jacobian<F> window_sum(const Src& src, const int16_t* dig, size_t lo, size_t hi,
         for (uint32_t b = 1; b <= nb; b++)
             s.acc[b] = s.cnt[b] ? s.work[s.start[b]] : Affine<F>::infinity();
     }
-    Jacobian<F> running = Jacobian<F>::infinity(), total = Jacobian<F>::infinity();
-    for (uint32_t b = nb; b >= 1; b--) {
-        if (!s.acc[b].is_inf()) running = jac_madd(running, s.acc[b]);
-        if (!running.is_inf()) total = jac_add(total, running);
-    }
-    return total;
+    return weighted_sum(s, nb);
 }
 
 // ---- planning ---------------------------------------------------------------------------
@@ -313,13 +366,14 @@ struct MsmPlan {
 // Cost model, in field multiplications of the thread that finishes last:
 //  * COST_POINT per point put into a bucket (the batch-affine addition: ~6 products with
 //    its share of the batch inversion, plus the sort and the memory traffic),
-//  * COST_BUCKET per bucket of a bucket set (the running sum: one mixed and one full
-//    Jacobian addition, 11 + 16 products).
+//  * COST_BUCKET per bucket of a bucket set (weighted_sum: the bucket's sum goes into two
+//    more batch-affine sums, plus its copies; measured against c's neighbours with
+//    bench/kernels.py --sweep, 1 and 2 threads, 2^12 and 2^14 points).
 // Sub-windows are tasks; when they do not divide evenly among the threads, each of the
 // leftover ones is split into `threads` slices (each slice its own bucket set), so every
 // thread stays busy to the end. bench/kernels.py --sweep measures the chosen c against
 // its neighbours.
-constexpr double COST_POINT = 8.0, COST_BUCKET = 30.0;
+constexpr double COST_POINT = 8.0, COST_BUCKET = 12.0;
 
 inline double plan_cost(size_t n, const MsmPlan& p, int threads) {
     const double pts = 2.0 * (double)n * p.levels;  // points per sub-window
@@ -354,12 +408,18 @@ template <class F>
 size_t table_bytes(size_t n, const MsmPlan& plan);
 
 // The best plan whose table fits `budget` bytes; the plain plan when no table that fits
-// is modelled to save at least 5%.
+// is modelled to save at least TABLE_MIN_SAVING. The model counts a table's points like
+// the caller's, but they are read once each from memory (a full table at 2^14 bn128
+// points is 9-18 MB) and the endomorphism's x of each is made on the fly; measured
+// (bench/kernels.py --baseline, 2 threads), tables modelled to save 10-13% (2^14, 2^16)
+// gave 0.87-1.05x, those modelled at 19% (2^12) 1.15x. Below that line a table does
+// not earn back its build.
+constexpr double TABLE_MIN_SAVING = 0.15;
 template <class F>
 MsmPlan table_plan(size_t n, int threads, size_t budget) {
     const MsmPlan plain = plain_plan(n, threads);
     MsmPlan best = plain;
-    double best_cost = 0.95 * plan_cost(n, plain, threads);
+    double best_cost = (1.0 - TABLE_MIN_SAVING) * plan_cost(n, plain, threads);
     for (int c = 4; c <= MAX_C; c++) {
         const int w = glv_windows(c);
         for (int stride = 1; stride < w; stride++) {
