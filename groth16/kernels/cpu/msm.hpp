@@ -273,8 +273,8 @@ Jacobian<F> running_sum(const Affine<F>* B, uint32_t n) {
 // S_r and T_q are plain sums, made in the bucket pass's batch-affine tree (every bucket
 // goes into one S and one T: two affine additions of about 6 products each), and only
 // their ~2 sqrt(nb) weighted sums take Jacobian additions, where the running sum over all
-// nb buckets took a mixed and a full Jacobian addition (~27 products) per bucket. Uses the
-// scratch's work arrays (their buckets are summed already).
+// nb buckets took a mixed and a full Jacobian addition (~27 products) per bucket. Reuses the
+// scratch's arrays (the buckets' sums are read from s.acc first, then overwritten).
 template <class F>
 Jacobian<F> weighted_sum(Scratch<F>& s, uint32_t nb) {
     int k = 0;
@@ -302,11 +302,12 @@ Jacobian<F> weighted_sum(Scratch<F>& s, uint32_t nb) {
         if (b >> k) s.work[s.cursor[m - 1 + (b >> k)]++] = acc[b];
     }
     reduce_buckets(s, nb2);
-    // the sums, 1-based: S_1..S_(m-1), then T_1..T_qn
-    std::vector<Affine<F>> sums(nb2 + 1);
+    // the sums, 1-based, into s.acc (its buckets are all in s.work now): S_1..S_(m-1), then
+    // T_1..T_qn
+    Affine<F>* sums = s.acc.data();
     for (uint32_t b = 1; b <= nb2; b++) sums[b] = s.cnt[b] ? s.work[s.start[b]] : Affine<F>::infinity();
-    Jacobian<F> total_r = running_sum(sums.data(), m - 1);
-    Jacobian<F> total_q = running_sum(sums.data() + (m - 1), qn);
+    Jacobian<F> total_r = running_sum(sums, m - 1);
+    Jacobian<F> total_q = running_sum(sums + (m - 1), qn);
     for (int i = 0; i < k; i++) total_q = jac_dbl(total_q);
     return jac_add(total_r, total_q);
 }
