@@ -29,6 +29,7 @@
 #include <cstdlib>
 
 #include "glv.hpp"
+#include "ifma.hpp"
 #include "zkq.hpp"
 
 namespace zkq {
@@ -103,6 +104,27 @@ void invert_lanes(const F* t, F* inv) {
     inv[3] = i23 * t[2];
 }
 
+// The general addition p + q (p.x != q.x, neither at infinity) of the batch-affine pass,
+// given inv = 1 / (q.x - p.x): one pair at a time here; eight at a time with AVX-512 IFMA
+// for prime fields (ifma.hpp), where the results land by finish() at the latest.
+template <class F, class = void>
+struct PairAdder {
+    void add(const Affine<F>& p, const Affine<F>& q, const F& inv, Affine<F>* dst) {
+        F lam = (q.y - p.y) * inv;
+        F x3 = lam.sqr() - p.x - q.x;
+        *dst = Affine<F>{x3, lam * (p.x - x3) - p.y};  // dst may be p's slot: p is read first
+    }
+    void finish() {}
+};
+#if defined(ZKQ_HAVE_IFMA)
+template <class F>
+struct PairAdder<F, std::enable_if_t<ifma::Vectorized<F>::value>> {
+    ifma::AddBatch<F> batch;
+    void add(const Affine<F>& p, const Affine<F>& q, const F& inv, Affine<F>* dst) { batch.push(p, q, inv, dst); }
+    void finish() { batch.run(); }
+};
+#endif
+
 // Sums the points of buckets [lo, hi) in place: afterwards bucket b's sum is
 // work[start[b]] (when cnt[b] == 1; cnt[b] == 0 means empty). One tree level per loop
 // iteration.
@@ -162,7 +184,9 @@ void reduce_group(Scratch<F>& s, uint32_t lo, uint32_t hi) {
             den[j] = BI::inverse(den[j], ij);
         }
         // Pass 3: the sums, front to back so pair i's result may overwrite slot i (slots
-        // 2i and 2i+1 are already read).
+        // 2i and 2i+1 are already read; a queued addition has copied its inputs, and no
+        // later pair of this level reads slot i).
+        PairAdder<F> adder;
         k = 0;
         size_t kept = 0;
         for (uint32_t b : s.active) {
@@ -172,12 +196,7 @@ void reduce_group(Scratch<F>& s, uint32_t lo, uint32_t hi) {
                 const Affine<F> p = w[2 * i];
                 const Affine<F>& q = w[2 * i + 1];
                 switch (kind[k]) {
-                    case K_ADD: {
-                        F lam = (q.y - p.y) * den[k];
-                        F x3 = lam.sqr() - p.x - q.x;
-                        w[i] = Affine<F>{x3, lam * (p.x - x3) - p.y};
-                        break;
-                    }
+                    case K_ADD: adder.add(p, q, den[k], &w[i]); break;
                     case K_DBL: {
                         F xx = p.x.sqr();
                         F lam = (xx.dbl() + xx) * den[k];
@@ -194,6 +213,7 @@ void reduce_group(Scratch<F>& s, uint32_t lo, uint32_t hi) {
             s.cnt[b] = (m + 1) / 2;
             if (s.cnt[b] >= 2) s.active[kept++] = b;
         }
+        adder.finish();
         s.active.resize(kept);
     }
 }
