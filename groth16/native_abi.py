@@ -79,6 +79,7 @@ SIGNATURES: dict[str, list] = {
     "zkq_test_fq2_op": [c_int, c_int, _addr, _addr, _addr, c_size_t],
     "zkq_test_g1_add": [c_int, c_int, _addr, _addr, _addr, c_size_t],
     "zkq_test_g2_add": [c_int, c_int, _addr, _addr, _addr, c_size_t],
+    "zkq_test_affine_add8": [c_int, c_int, _addr, _addr, _addr, c_size_t],
     "zkq_test_glv_decompose": [c_int, _addr, _addr, c_size_t],
     "zkq_test_glv_constants": [c_int, _addr],
 }

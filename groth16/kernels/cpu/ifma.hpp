@@ -1,9 +1,10 @@
 // ifma.hpp - eight affine point additions at once with AVX-512 IFMA (52-bit multiply-add),
 // for the last pass of the MSM's batch-affine tree (msm.hpp, reduce_group): once the
-// denominators are inverted, each addition costs three field products that are
-// independent of every other pair's, so eight pairs fill the eight 64-bit lanes of a zmm
-// register. Built only where the compiler targets IFMA (-march=native on a CPU with it);
-// elsewhere msm.hpp keeps its scalar loop.
+// denominators are inverted, each addition's field products (3 on G1, 8 Fq products on
+// G2) are independent of every other pair's, so eight pairs fill the eight 64-bit lanes of
+// a zmm register. Built only into the x86 assembly variant (native.py's "x86-adx") where
+// the compiler targets IFMA (-march=native on a CPU with it); elsewhere, and in the
+// "portable" variant that the tests compare against, msm.hpp keeps its scalar loop.
 //
 // Representation: an element of F_p (NW 64-bit words, Montgomery form x*2^(64 NW) as the
 // rest of the library keeps it) becomes N = NW*64/52 + 1 limbs of 52 bits, lane l of limb
@@ -14,7 +15,7 @@
 // Values are kept below 2p inside a step (bounds at each line) and fully reduced on the
 // way out, as every caller of the scalar code expects.
 #pragma once
-#if defined(__AVX512IFMA__) && defined(__AVX512F__)
+#if defined(ZKQ_X86_ASM) && defined(__AVX512IFMA__) && defined(__AVX512F__)
 #define ZKQ_HAVE_IFMA 1
 #include <immintrin.h>
 

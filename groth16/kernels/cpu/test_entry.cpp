@@ -10,6 +10,7 @@
 #pragma GCC optimize("O1")
 #define zkq zkq_test_o1
 #include "glv.hpp"
+#include "ifma.hpp"
 #include "zkq.hpp"
 
 namespace zkq {
@@ -118,6 +119,32 @@ int fq2_op(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n
     return ZKQ_OK;
 }
 
+// p + q for n pairs of affine points through the MSM's eight-lane IFMA batch (ifma.hpp),
+// the denominators inverted one by one here; ZKQ_ERR_ARG where this build has no batch.
+template <class F>
+int affine_add8(const uint64_t* p, const uint64_t* q, uint64_t* out, size_t n) {
+#if defined(ZKQ_HAVE_IFMA)
+    using W = Words<F>;
+    std::vector<Affine<F>> sums(n);
+    ifma::AddBatch<F> batch;
+    for (size_t i = 0; i < n; i++) {
+        const Affine<F> a{W::load(p + 2 * i * W::NW), W::load(p + (2 * i + 1) * W::NW)};
+        const Affine<F> b{W::load(q + 2 * i * W::NW), W::load(q + (2 * i + 1) * W::NW)};
+        if (a.x == b.x || a.is_inf() || b.is_inf()) return ZKQ_ERR_ARG;  // not the batch's case
+        batch.push(a, b, field_inv(b.x - a.x), &sums[i]);
+    }
+    batch.run();  // the partial batch at the end
+    for (size_t i = 0; i < n; i++) {
+        W::store(sums[i].x, out + 2 * i * W::NW);
+        W::store(sums[i].y, out + (2 * i + 1) * W::NW);
+    }
+    return ZKQ_OK;
+#else
+    (void)p, (void)q, (void)out, (void)n;
+    return ZKQ_ERR_ARG;
+#endif
+}
+
 template <int C>
 int glv_split(const uint64_t* k, uint64_t* out, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -176,6 +203,15 @@ int zkq_test_g2_add(int curve, int limb_bits, const uint64_t* p, const uint64_t*
 // norm(a) = a0^2 + a1^2 (op 2, as c0; c1 = 0).
 int zkq_test_fq2_op(int curve, int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n) {
     return guarded([&]() -> int { ZKQ_DISPATCH_CURVE(curve, (fq2_op<C>(op, a, b, out, n))) });
+}
+
+// n affine sums p + q (x || y, Montgomery words; p.x != q.x, neither at infinity) on G1
+// (g2 = 0) or G2 through the MSM's AVX-512 IFMA batch; ZKQ_ERR_ARG where it is not built.
+int zkq_test_affine_add8(int curve, int g2, const uint64_t* p, const uint64_t* q, uint64_t* out, size_t n) {
+    return guarded([&]() -> int {
+        ZKQ_DISPATCH_CURVE(curve, (g2 ? affine_add8<typename CurveT<C>::Fq2>(p, q, out, n)
+                                      : affine_add8<typename CurveT<C>::Fq>(p, q, out, n)))
+    });
 }
 
 // GLV decomposition of n standard-form scalars (each < r): out gets 6 words per scalar,
