@@ -19,7 +19,9 @@
 #define ZKQ_HAVE_IFMA 1
 #include <immintrin.h>
 
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "zkq.hpp"
 
@@ -319,6 +321,91 @@ struct AddBatch {
     }
     static void store(const typename A::E& e, W* w) {
         for (int d = 0; d < D; d++) to_words<NW, A::N>(e.c[d], w + d * NW);
+    }
+};
+
+// Montgomery's batch inversion of reduce_group (msm.hpp, passes 1 and 2) in eight product
+// chains, one per lane: pair k's chain value goes to lane k % 8 of group k / 8, and each
+// group costs one vector product on the way up and two on the way back, where the scalar
+// code pays eight and sixteen. F is the chains' prime field (G2's chains hold norms in Fq).
+template <class F>
+struct Chains {
+    static constexpr int NW = F::params::NW;
+    using A = Arith<F, 1>;
+    using V = typename A::V;
+    std::vector<V> val, pre;  // per group: the chain values, the products before them
+    alignas(64) uint64_t stage[NW][8];
+    V prod;
+    size_t k = 0;  // values pushed
+    A a;
+
+    // Starts a level of np values.
+    void begin(size_t np) {
+        const size_t groups = (np + 7) / 8;
+        if (val.size() < groups) {
+            val.resize(groups);
+            pre.resize(groups);
+        }
+        fill_lanes(0, F::one());
+        prod = from_words<NW, A::N>(stage);
+        k = 0;
+    }
+
+    void push(const F& c) {
+        const size_t l = k & 7;
+        for (int j = 0; j < NW; j++) stage[j][l] = c.v[j];
+        if ((++k & 7) == 0) close_group();
+    }
+
+    // out(j, 1 / value j) for every value pushed, from the last to the first.
+    template <class Out>
+    void invert(Out&& out) {
+        if (k & 7) {  // the last group's idle lanes multiply by one
+            fill_lanes(k & 7, F::one());
+            close_group();
+        }
+        // The eight lanes' products, inverted together with one field inversion.
+        V t = prod;
+        a.canon(t);
+        to_words<NW, A::N>(t, stage);
+        F lane[8], run[8];
+        for (int l = 0; l < 8; l++) lane[l] = word_lane(l);
+        run[0] = lane[0];
+        for (int l = 1; l < 8; l++) run[l] = run[l - 1] * lane[l];
+        F inv = field_inv(run[7]);
+        for (int l = 7; l > 0; l--) {
+            set_lane(l, inv * run[l - 1]);
+            inv = inv * lane[l];
+        }
+        set_lane(0, inv);
+        V iv = from_words<NW, A::N>(stage);
+        for (size_t g = (k + 7) / 8; g-- > 0;) {
+            V ij = a.mul(iv, pre[g]);
+            iv = a.mul(iv, val[g]);
+            a.canon(ij);
+            to_words<NW, A::N>(ij, stage);
+            const size_t lanes = std::min<size_t>(8, k - 8 * g);
+            for (size_t l = lanes; l-- > 0;) out(8 * g + l, word_lane(l));
+        }
+    }
+
+  private:
+    void close_group() {
+        const size_t g = (k - 1) / 8;
+        val[g] = from_words<NW, A::N>(stage);
+        pre[g] = prod;
+        prod = a.mul(prod, val[g]);
+    }
+    void fill_lanes(size_t from, const F& x) {
+        for (size_t l = from; l < 8; l++) set_lane(l, x);
+    }
+    void set_lane(size_t l, const F& x) {
+        for (int j = 0; j < NW; j++) stage[j][l] = x.v[j];
+    }
+    F word_lane(size_t l) const {
+        F x;
+        for (int j = 0; j < NW; j++) x.v[j] = stage[j][l];
+        return x;
     }
 };
 

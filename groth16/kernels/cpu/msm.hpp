@@ -69,23 +69,6 @@ struct BatchInv<Fp2<B>> {
     static Fp2<B> inverse(const Fp2<B>& d, const B& inv) { return {d.c0 * inv, -(d.c1 * inv)}; }
 };
 
-template <class F>
-struct Scratch {
-    using Chain = typename BatchInv<F>::Chain;
-    std::vector<Affine<F>> work;  // bucket contents, bucket after bucket
-    std::vector<Affine<F>> acc;   // bucket sums carried between chunks
-    std::vector<F> den;           // per pair: denominator (then its inverse)
-    std::vector<Chain> chn, pre;  // per pair: its chain value (Fq2: the norm), prefix products
-    std::vector<uint8_t> kind;
-    std::vector<uint32_t> cnt, start, cursor, active;
-};
-
-// Points reduced together: buckets [lo, hi) whose points fit this many bytes are summed
-// to the end before the next group starts, so every tree level works in the L2 cache
-// instead of streaming the whole window through memory once per level. Each level of a
-// group costs one field inversion; a group of ~4k points keeps that below 2%.
-constexpr size_t GROUP_BYTES = size_t(512) << 10;
-
 // Independent product chains of the batch inversion (see reduce_group).
 constexpr int LANES = 4;
 
@@ -103,6 +86,67 @@ void invert_lanes(const F* t, F* inv) {
     inv[2] = i23 * t[3];
     inv[3] = i23 * t[2];
 }
+
+// Montgomery's batch inversion of reduce_group's denominators (passes 1 and 2): every value
+// pushed joins the product chain k % LANES (one chain is a string of dependent products
+// that waits on each one's latency; independent chains overlap in the pipeline); one field
+// inversion then gives every value's inverse, back to front.
+template <class C>
+struct ScalarChains {
+    std::vector<C> val, pre;  // per value: itself, the product of its chain before it
+    C prod[LANES];
+    size_t k = 0;
+
+    void begin(size_t np) {
+        val.resize(np);
+        pre.resize(np);
+        for (int l = 0; l < LANES; l++) prod[l] = C::one();
+        k = 0;
+    }
+    void push(const C& c) {
+        val[k] = c;
+        pre[k] = prod[k % LANES];
+        prod[k % LANES] = prod[k % LANES] * c;
+        k++;
+    }
+    // out(j, 1 / value j) for every value pushed, from the last to the first.
+    template <class Out>
+    void invert(Out&& out) {
+        C inv[LANES];
+        invert_lanes(prod, inv);
+        for (size_t j = k; j-- > 0;) {
+            C& lane = inv[j % LANES];
+            const C ij = lane * pre[j];
+            lane = lane * val[j];
+            out(j, ij);
+        }
+    }
+};
+#if defined(ZKQ_HAVE_IFMA)
+template <class C>
+using Chains = ifma::Chains<C>;  // eight chains in the lanes of a vector
+#else
+template <class C>
+using Chains = ScalarChains<C>;
+#endif
+
+template <class F>
+struct Scratch {
+    using Chain = typename BatchInv<F>::Chain;
+    std::vector<Affine<F>> work;  // bucket contents, bucket after bucket
+    std::vector<Affine<F>> acc;   // bucket sums carried between chunks
+    std::vector<F> den;           // per pair: denominator (then its inverse)
+    std::vector<Chain> chn, pre;  // per pair: its chain value (Fq2: the norm), prefix products
+    Chains<Chain> chains;         // reduce_group's batch inversion
+    std::vector<uint8_t> kind;
+    std::vector<uint32_t> cnt, start, cursor, active;
+};
+
+// Points reduced together: buckets [lo, hi) whose points fit this many bytes are summed
+// to the end before the next group starts, so every tree level works in the L2 cache
+// instead of streaming the whole window through memory once per level. Each level of a
+// group costs one field inversion; a group of ~4k points keeps that below 2%.
+constexpr size_t GROUP_BYTES = size_t(512) << 10;
 
 // The general addition p + q (p.x != q.x, neither at infinity) of the batch-affine pass,
 // given inv = 1 / (q.x - p.x): one pair at a time here; eight at a time with AVX-512 IFMA
@@ -140,18 +184,11 @@ void reduce_group(Scratch<F>& s, uint32_t lo, uint32_t hi) {
         size_t np = 0;
         for (uint32_t b : s.active) np += s.cnt[b] / 2;
         s.den.resize(np);
-        s.pre.resize(np);
-        if (!BI::SAME) s.chn.resize(np);
         s.kind.resize(np);
         F* den = s.den.data();
-        C* chn = BI::SAME ? reinterpret_cast<C*>(den) : s.chn.data();
-        C* pre = s.pre.data();
         uint8_t* kind = s.kind.data();
-        // Pass 1: denominators and their prefix products, in LANES interleaved chains (pair
-        // k in chain k % LANES): one chain is a string of dependent multiplications that
-        // waits on each product's latency; independent chains overlap in the pipeline.
-        C prod[LANES];
-        for (int l = 0; l < LANES; l++) prod[l] = C::one();
+        // Pass 1: denominators, and their chain values into the batch inversion.
+        s.chains.begin(np);
         size_t k = 0;
         for (uint32_t b : s.active) {
             const Affine<F>* w = &work[s.start[b]];
@@ -169,20 +206,11 @@ void reduce_group(Scratch<F>& s, uint32_t lo, uint32_t hi) {
                 } else { kd = K_ADD; d = q.x - p.x; }
                 kind[k] = kd;
                 den[k] = d;
-                if constexpr (!BI::SAME) chn[k] = BI::chain(d);
-                pre[k] = prod[k % LANES];
-                prod[k % LANES] = prod[k % LANES] * chn[k];
+                s.chains.push(BI::chain(d));
             }
         }
         // Pass 2: one inversion for all chains, then every pair's inverse, back to front.
-        C inv[LANES];
-        invert_lanes(prod, inv);
-        for (size_t j = np; j-- > 0;) {
-            C& lane = inv[j % LANES];
-            C ij = lane * pre[j];
-            lane = lane * chn[j];  // read before den[j] (for Fq the same slot) is overwritten
-            den[j] = BI::inverse(den[j], ij);
-        }
+        s.chains.invert([&](size_t j, const C& ij) { den[j] = BI::inverse(den[j], ij); });
         // Pass 3: the sums, front to back so pair i's result may overwrite slot i (slots
         // 2i and 2i+1 are already read; a queued addition has copied its inputs, and no
         // later pair of this level reads slot i).
