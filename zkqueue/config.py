@@ -141,7 +141,8 @@ PROCESS_VARS = (
     Var("redis_key_file", str, "", PROCESS, "the client certificate's private key (PEM)", shown="none"),
     Var("wasm_cache", str, "", PROCESS, "compiled circom `.wasm` calculators (`off` disables it, or a directory)",
         shown="`CACHE_DIR/wasm`"),
-    Var("cpu_arith", str, "", PROCESS, "CPU field arithmetic: `x86-adx` (mulx/adx) or `portable`",
+    Var("cpu_arith", str, "", PROCESS,
+        "CPU field arithmetic: `x86-adx` (mulx/adx, and AVX-512 IFMA in the MSM where the CPU has it) or `portable`",
         shown="by CPU feature"),
     Var("key_cache_bytes", int, 4 << 30, PROCESS,
         "proving keys kept loaded per worker (`worker --key-cache-bytes`), with the CPU backend's "
