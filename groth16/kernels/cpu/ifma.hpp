@@ -1,10 +1,11 @@
-// ifma.hpp - eight affine point additions at once with AVX-512 IFMA (52-bit multiply-add),
-// for the last pass of the MSM's batch-affine tree (msm.hpp, reduce_group): once the
-// denominators are inverted, each addition's field products (3 on G1, 8 Fq products on
-// G2) are independent of every other pair's, so eight pairs fill the eight 64-bit lanes of
-// a zmm register. Built only into the x86 assembly variant (native.py's "x86-adx") where
-// the compiler targets IFMA (-march=native on a CPU with it); elsewhere, and in the
-// "portable" variant that the tests compare against, msm.hpp keeps its scalar loop.
+// ifma.hpp - the field products of the MSM's batch-affine tree (msm.hpp, reduce_group),
+// eight at a time with AVX-512 IFMA (52-bit multiply-add), one per 64-bit lane of a zmm
+// register: the additions once the denominators are inverted (AddBatch: 3 products on G1,
+// 8 Fq products on G2, independent of every other pair's) and the batch inversion's
+// product chains (Chains: eight chains, one per lane). Built only into the x86 assembly
+// variant (native.py's "x86-adx") where the compiler targets IFMA (-march=native on a CPU
+// with it); elsewhere, and in the "portable" variant that the tests compare against,
+// msm.hpp keeps its scalar loops.
 //
 // Representation: an element of F_p (NW 64-bit words, Montgomery form x*2^(64 NW) as the
 // rest of the library keeps it) becomes N = NW*64/52 + 1 limbs of 52 bits, lane l of limb
@@ -12,8 +13,8 @@
 // Montgomery's with R' = 2^(52 N) = 2^(64 NW + SHIFT): vmul(A, B) = A B / R'. So that
 // products stay in the library's form, one factor is shifted left by SHIFT bits first
 // (mul = vmul(A, B << SHIFT) = A B / 2^(64 NW)): a shift of the limbs, not a product.
-// Values are kept below 2p inside a step (bounds at each line) and fully reduced on the
-// way out, as every caller of the scalar code expects.
+// Values are kept below 2p inside a step (see Arith) and fully reduced on the way out, as
+// every caller of the scalar code expects.
 #pragma once
 #if defined(ZKQ_X86_ASM) && defined(__AVX512IFMA__) && defined(__AVX512F__)
 #define ZKQ_HAVE_IFMA 1
@@ -122,10 +123,9 @@ inline __attribute__((always_inline)) Vec<N> shl(const Vec<N>& x) {
     return r;
 }
 
-// a b / 2^(52 N) mod p, below 2p when a < 2p and b < 2^(52 N) / (2p) * p... see the callers'
-// bounds: the result is below a b / 2^(52 N) + p. Operand-scanning product, then N
-// word-by-word Montgomery reductions; every column sum stays far below 2^64 (at most 4 N
-// terms of 52 bits and the carries).
+// a b / 2^(52 N) mod p, as a value below a b / 2^(52 N) + p (Montgomery's bound; a, b
+// normalized). Operand-scanning product, then N word-by-word Montgomery reductions; every
+// column sum stays far below 2^64 (at most 4 N terms of 52 bits and the carries).
 template <class F, int N>
 inline __attribute__((always_inline)) Vec<N> vmul(const Vec<N>& a, const Vec<N>& b, const Consts<F>& k) {
     __m512i z[2 * N];
@@ -179,14 +179,15 @@ inline __attribute__((always_inline)) void to_words(const Vec<N>& x, uint64_t (*
 }
 
 // Vector elements of F (D = 1) or of Fq2 = F[u]/(u^2 + 1) (D = 2), on top of the 52-bit
-// limbs. Every operation takes and gives values below 2p per component (vmul's bound with
-// both factors below 2p: 4p^2 2^SHIFT / 2^(52 N) + p < 2p for both curves' moduli, which
-// are far enough below 2^(64 NW)); canon() fully reduces.
+// limbs. Every operation takes and gives values below 2p per component: for a, b < 2p,
+// mul(a, b) = vmul(a, b << SHIFT) < 4p^2 2^SHIFT / 2^(52 N) + p = p (4p / 2^(64 NW) + 1),
+// below 2p as 4p < 2^(64 NW); sums and differences drop 2p once. canon() fully reduces.
 template <class B, int D>
 struct Arith {
     static constexpr int NW = B::params::NW;
     static constexpr int N = Shape<NW>::N;
     static constexpr int SHIFT = Shape<NW>::SHIFT;
+    static_assert(B::mod(NW - 1) < (uint64_t(1) << 62), "4p < 2^(64 NW): products stay below 2p");
     using V = Vec<N>;
     struct E {
         V c[D];
