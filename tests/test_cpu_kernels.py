@@ -405,11 +405,12 @@ def test_fq2_product_matches_oracle(curve):
 @pytest.mark.parametrize("g2", [False, True], ids=["g1", "g2"])
 @pytest.mark.parametrize("curve", CURVES, ids=IDS)
 def test_ifma_affine_sums_match_oracle(arith, curve, g2):
-    """The MSM's eight-lane IFMA additions (52-bit limbs, lazily reduced inside) against
-    Python integers, where a bound or a carry would break: coordinates 0, 1, p - 1, p - 2,
-    just below word boundaries and random, on G1 and G2, with a partial batch at the end.
-    The formula is algebraic, so the coordinates need not lie on the curve. The portable
-    build has no such batch (it stays the scalar reference the MSM tests compare with)."""
+    """The MSM's eight-lane IFMA code (the batch inversion's chains, then the additions;
+    52-bit limbs, lazily reduced inside) against Python integers, where a bound or a carry
+    would break: coordinates 0, 1, p - 1, p - 2, just below word boundaries and random, on
+    G1 and G2, with a partial group and batch at the end. The formula is algebraic, so the
+    coordinates need not lie on the curve. The portable build has none of this code (it
+    stays the scalar reference the MSM tests compare with)."""
     p, nw = curve.q, curve.n8q // 8
     deg = 2 if g2 else 1
     R = 1 << (64 * nw)

@@ -119,20 +119,38 @@ int fq2_op(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n
     return ZKQ_OK;
 }
 
-// p + q for n pairs of affine points through the MSM's eight-lane IFMA batch (ifma.hpp),
-// the denominators inverted one by one here; ZKQ_ERR_ARG where this build has no batch.
+#if defined(ZKQ_HAVE_IFMA)
+// 1/d for the MSM's denominators, d in Fq or Fq2 (through its norm, as msm.hpp's BatchInv).
+template <class B>
+B chain_value(const B& d) { return d; }
+template <class B>
+Fp2<B> from_chain(const Fp2<B>& d, const B& inv) { return {d.c0 * inv, -(d.c1 * inv)}; }
+template <class B>
+B chain_value(const Fp2<B>& d) { return d.norm(); }
+template <class B>
+B from_chain(const B&, const B& inv) { return inv; }
+#endif
+
+// p + q for n pairs of affine points through the MSM's eight-lane IFMA code (ifma.hpp):
+// the denominators q.x - p.x inverted by its vector chains, the sums by its batch;
+// ZKQ_ERR_ARG where this build has neither.
 template <class F>
 int affine_add8(const uint64_t* p, const uint64_t* q, uint64_t* out, size_t n) {
 #if defined(ZKQ_HAVE_IFMA)
     using W = Words<F>;
-    std::vector<Affine<F>> sums(n);
-    ifma::AddBatch<F> batch;
+    std::vector<Affine<F>> ps(n), qs(n), sums(n);
+    std::vector<F> inv(n);
+    ifma::Chains<decltype(chain_value(F()))> chains;
+    chains.begin(n);
     for (size_t i = 0; i < n; i++) {
-        const Affine<F> a{W::load(p + 2 * i * W::NW), W::load(p + (2 * i + 1) * W::NW)};
-        const Affine<F> b{W::load(q + 2 * i * W::NW), W::load(q + (2 * i + 1) * W::NW)};
-        if (a.x == b.x || a.is_inf() || b.is_inf()) return ZKQ_ERR_ARG;  // not the batch's case
-        batch.push(a, b, field_inv(b.x - a.x), &sums[i]);
+        ps[i] = {W::load(p + 2 * i * W::NW), W::load(p + (2 * i + 1) * W::NW)};
+        qs[i] = {W::load(q + 2 * i * W::NW), W::load(q + (2 * i + 1) * W::NW)};
+        if (ps[i].x == qs[i].x || ps[i].is_inf() || qs[i].is_inf()) return ZKQ_ERR_ARG;  // not the batch's case
+        chains.push(chain_value(qs[i].x - ps[i].x));
     }
+    chains.invert([&](size_t j, const auto& ij) { inv[j] = from_chain(qs[j].x - ps[j].x, ij); });
+    ifma::AddBatch<F> batch;
+    for (size_t i = 0; i < n; i++) batch.push(ps[i], qs[i], inv[i], &sums[i]);
     batch.run();  // the partial batch at the end
     for (size_t i = 0; i < n; i++) {
         W::store(sums[i].x, out + 2 * i * W::NW);
@@ -206,7 +224,8 @@ int zkq_test_fq2_op(int curve, int op, const uint64_t* a, const uint64_t* b, uin
 }
 
 // n affine sums p + q (x || y, Montgomery words; p.x != q.x, neither at infinity) on G1
-// (g2 = 0) or G2 through the MSM's AVX-512 IFMA batch; ZKQ_ERR_ARG where it is not built.
+// (g2 = 0) or G2 through the MSM's AVX-512 IFMA chains and batch; ZKQ_ERR_ARG where they
+// are not built.
 int zkq_test_affine_add8(int curve, int g2, const uint64_t* p, const uint64_t* q, uint64_t* out, size_t n) {
     return guarded([&]() -> int {
         ZKQ_DISPATCH_CURVE(curve, (g2 ? affine_add8<typename CurveT<C>::Fq2>(p, q, out, n)
