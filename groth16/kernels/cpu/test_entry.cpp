@@ -9,6 +9,7 @@
 // copy of each inline function, and it must never be this file's.
 #pragma GCC optimize("O1")
 #define zkq zkq_test_o1
+#include "batch_inv.hpp"
 #include "glv.hpp"
 #include "ifma.hpp"
 #include "zkq.hpp"
@@ -119,18 +120,6 @@ int fq2_op(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, size_t n
     return ZKQ_OK;
 }
 
-#if defined(ZKQ_HAVE_IFMA)
-// 1/d for the MSM's denominators, d in Fq or Fq2 (through its norm, as msm.hpp's BatchInv).
-template <class B>
-B chain_value(const B& d) { return d; }
-template <class B>
-Fp2<B> from_chain(const Fp2<B>& d, const B& inv) { return {d.c0 * inv, -(d.c1 * inv)}; }
-template <class B>
-B chain_value(const Fp2<B>& d) { return d.norm(); }
-template <class B>
-B from_chain(const B&, const B& inv) { return inv; }
-#endif
-
 // p + q for n pairs of affine points through the MSM's eight-lane IFMA code (ifma.hpp):
 // the denominators q.x - p.x inverted by its vector chains, the sums by its batch;
 // ZKQ_ERR_ARG where this build has neither.
@@ -140,15 +129,16 @@ int affine_add8(const uint64_t* p, const uint64_t* q, uint64_t* out, size_t n) {
     using W = Words<F>;
     std::vector<Affine<F>> ps(n), qs(n), sums(n);
     std::vector<F> inv(n);
-    ifma::Chains<decltype(chain_value(F()))> chains;
+    using BI = BatchInv<F>;
+    ifma::Chains<typename BI::Chain> chains;
     chains.begin(n);
     for (size_t i = 0; i < n; i++) {
         ps[i] = {W::load(p + 2 * i * W::NW), W::load(p + (2 * i + 1) * W::NW)};
         qs[i] = {W::load(q + 2 * i * W::NW), W::load(q + (2 * i + 1) * W::NW)};
         if (ps[i].x == qs[i].x || ps[i].is_inf() || qs[i].is_inf()) return ZKQ_ERR_ARG;  // not the batch's case
-        chains.push(chain_value(qs[i].x - ps[i].x));
+        chains.push(BI::chain(qs[i].x - ps[i].x));
     }
-    chains.invert([&](size_t j, const auto& ij) { inv[j] = from_chain(qs[j].x - ps[j].x, ij); });
+    chains.invert([&](size_t j, const auto& ij) { inv[j] = BI::inverse(qs[j].x - ps[j].x, ij); });
     ifma::AddBatch<F> batch;
     for (size_t i = 0; i < n; i++) batch.push(ps[i], qs[i], inv[i], &sums[i]);
     batch.run();  // the partial batch at the end
