@@ -3,7 +3,7 @@
 Asserts that CuPy imports, that NVRTC and the CUDA runtime are the libraries of the
 nvidia-cuda-*-cu12 wheels in this environment (not something the host might mount), and
 that NVRTC compiles zkqueue's own CUDA modules for both curves to PTX for the oldest
-architecture the README supports. (The image's next build step compiles them to cubins for
+architecture docs/gpu.md supports. (The image's next build step compiles them to cubins for
 sm_80 and sm_90 into the cache: groth16/backends/cuda_compile.py.) A GPU worker would
 otherwise find a missing or broken NVRTC only at its first partition.
 Exits non-zero with the reason on any failure.
@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ARCH = "compute_70"   # the oldest architecture the README supports
+ARCH = "compute_70"   # the oldest architecture docs/gpu.md supports
 
 
 def loaded_libraries() -> list[str]:

@@ -316,7 +316,7 @@ class Fleet:
         return f"s3://{BUCKET}/{STORE_PREFIX}"
 
     def env(self, host: hosts.Host, role: str, **extra) -> dict:
-        """What a process on `host` running as `role` is given: the settings the README's
+        """What a process on `host` running as `role` is given: the settings docs/operations.md's
         "Running across several machines" lists."""
         return zkqueue_env(host.env(), ZKQUEUE_REDIS_URL=self.url(role), ZKQUEUE_STORE_URL=self.store_url,
                            ZKQUEUE_REDIS_SENTINEL_MASTER=MASTER, **s3_env(self.s3.addr, S3_PORT),

@@ -1,4 +1,4 @@
-"""The README's "From TypeScript" example, exactly as the README shows it, run with Node
+"""docs/http-api.md's "From TypeScript" example, exactly as the page shows it, run with Node
 against a real server and real workers; snarkjs checks the proofs it writes."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from api_support import CHAIN, api  # noqa: F401  (fixture)
 from conftest import snarkjs_verifies
 from queue_support import ROOT, queue  # noqa: F401  (fixture)
 
-HEADING = "### From TypeScript"
+HEADING = "## From TypeScript"
 
 
-def readme_example() -> str:
-    section = (ROOT / "README.md").read_text().split(HEADING, 1)[1]
+def typescript_example() -> str:
+    section = (ROOT / "docs" / "http-api.md").read_text().split(HEADING, 1)[1]
     return section.split("```js\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_readme_typescript_example_proves_and_snarkjs_accepts(api, queue, tmp_path):  # noqa: F811
+def test_the_typescript_example_proves_and_snarkjs_accepts(api, queue, tmp_path):  # noqa: F811
     if not shutil.which("node"):
         pytest.skip("node is not installed")
-    (tmp_path / "prove.mjs").write_text(readme_example())
+    (tmp_path / "prove.mjs").write_text(typescript_example())
     group = queue.start_workers(2)
     queue.ready(group)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "API_URL": api.url, "API_TOKEN": api.key("node")}

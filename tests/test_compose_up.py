@@ -206,7 +206,7 @@ def stack():
         times["base_image_s"] = round(time.monotonic() - t, 1)
         s = Stack(env=env, project=f"zkqci{os.getpid()}{secrets.token_hex(3)}", base_image=base,
                   compose_cmd=compose_cli(env), flower_port=free_ports(1), metrics_port=free_ports(1), times=times)
-        # The README's steps: certificates for Redis's TLS, one password per Redis role.
+        # docs/operations.md's steps: certificates for Redis's TLS, one password per Redis role.
         tls_dir = WORK / f"{s.project}.tls"
         run(["bash", str(ROOT / "scripts/tls-certs.sh"), str(tls_dir), "redis"], env=env, timeout_s=60)
         env.update(BASE_IMAGE=base, REDIS_IMAGE=base, TLS_DIR=str(tls_dir),
@@ -231,8 +231,8 @@ def stack():
 
 def test_the_images_build(stack):
     t = time.monotonic()
-    # worker-cpu, flower, metrics and demo share one image, zkqueue:latest: built once, as the
-    # README says (`build` of every service would send and build the context 3 times).
+    # worker-cpu, flower, metrics and demo share one image, zkqueue:latest: built once, as
+    # docs/operations.md says (`build` of every service would send and build the context 3 times).
     stack.run("build", "flower", timeout_s=900)
     stack.times["build_s"] = round(time.monotonic() - t, 1)
     # The image runs its own CLI, from the venv, with the native kernels compiled at build time.
@@ -388,7 +388,7 @@ def test_redis_restart_mid_job_keeps_the_append_only_file(stack, tmp_path):
 
 
 def test_down_removes_every_container_network_and_volume(stack):
-    stack.run("down", "-v", timeout_s=300)          # as the README says: --profile cpu down -v
+    stack.run("down", "-v", timeout_s=300)          # as docs/operations.md says: --profile cpu down -v
     label = f"label=com.docker.compose.project={stack.project}"
     assert stack.docker("ps", "-a", "-q", "--filter", label).stdout.split() == []
     assert stack.docker("network", "ls", "-q", "--filter", label).stdout.split() == []

@@ -1,5 +1,5 @@
 """One configuration module: it alone reads the environment, every ZKQUEUE_* name in the tree
-is in the README, fleet settings are checked together, and the packages import without a cycle."""
+is in the operations guide (tests/test_readme.py), fleet settings are checked together, and the packages import without a cycle."""
 
 from __future__ import annotations
 
@@ -68,14 +68,6 @@ def variables_named() -> set[str]:
         if path.is_file():
             names |= set(NAME.findall(path.read_text(errors="replace")))
     return names
-
-
-def test_every_variable_is_in_the_readme():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    assert config.markdown_table() in section, "the README's table is config.markdown_table()'s"
-    missing = {n for n in variables_named() if f"`{n}`" not in section}
-    assert not missing, f"README's Configuration section does not name {sorted(missing)}"
 
 
 def test_the_scan_finds_names_read_through_the_table():

@@ -1,7 +1,7 @@
 """zkqueue across machines, each machine a network namespace (tests/hosts.py): Redis over TLS
 with the role users on one host, moto's S3 server on another, two worker hosts, a client
 host. Nothing but the network joins them: artifacts go through S3, each host has its own
-cache and host name. This is the README's "Running across several machines", with its
+cache and host name. This is docs/operations.md's "Running across several machines", with its
 settings (Fleet.env)."""
 
 from __future__ import annotations

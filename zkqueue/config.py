@@ -12,8 +12,8 @@ Two groups:
 Precedence: a command-line flag (an override) > the environment > the default here. Each
 process reads the environment once (`process()` caches; `fleet()` is called once by each
 entry point) and passes the values on explicitly: nothing below an entry point reads
-`os.environ`. tests/test_config.py checks that, and that the README's configuration table
-names every `ZKQUEUE_*` variable read anywhere in the tree.
+`os.environ`. tests/test_config.py checks that, and tests/test_readme.py that the configuration
+table of docs/operations.md names every `ZKQUEUE_*` variable read anywhere in the tree.
 
 This module is on `zkqueue prove`'s start-up path: it imports only `os` (pathlib only where a
 Path is asked for: it brings re, enum and urllib.parse, about 10 ms of that start-up).
@@ -49,7 +49,7 @@ class Var:
     def __init__(self, field: str, kind: type, default, scope: str, doc: str, *, shown: str = ""):
         self.field, self.kind, self.default, self.scope, self.doc = field, kind, default, scope, doc
         self.env = f"ZKQUEUE_{field.upper()}"
-        # The default as the README shows it, where the value above is a stand-in ("" or 0).
+        # The default as docs/operations.md shows it, where the value above is a stand-in ("" or 0).
         self.shown = shown or f"`{_plain(default)}`"
 
     def parse(self, raw: str):
@@ -70,7 +70,7 @@ class Var:
 
 
 def _plain(value) -> str:
-    """A default as written in the README: 6.0 -> 6, True -> 1."""
+    """A default as written in docs/operations.md: 6.0 -> 6, True -> 1."""
     if isinstance(value, bool):
         return str(int(value))
     return f"{value:g}" if isinstance(value, float) else str(value)
@@ -326,7 +326,7 @@ class ProcessSettings(_Frozen):
 
 
 def markdown_table() -> str:
-    """The README's table of every setting (tests/test_config.py checks the README has it)."""
+    """The table of every setting in docs/operations.md (tests/test_readme.py checks the page has it)."""
     rows = ["| Variable | Default | Scope | Meaning |", "|---|---|---|---|"]
     rows += [f"| `{v.env}` | {v.shown} | {v.scope} | {v.doc} |" for v in ALL_VARS]
     return "\n".join(rows)
