@@ -44,7 +44,7 @@ def test_every_error_code_raised_is_declared():
 
 
 def test_the_library_does_not_load_the_api_and_the_api_not_the_workers():
-    code = ("import sys, zkqueue.coordinator.client, zkqueue.coordinator.cli, zkqueue.coordinator.reaper; "
+    code = ("import sys, zkqueue.coordinator.client, zkqueue.cli, zkqueue.coordinator.reaper; "
             "bad = [m for m in sys.modules if m.startswith(('zkqueue.api', 'starlette', 'uvicorn'))]; "
             "assert not bad, bad; import zkqueue.api.app, zkqueue.api.server; "
             "bad = [m for m in sys.modules if m.startswith(('zkqueue.tasks', 'zkqueue.workers'))]; assert not bad, bad")
@@ -53,7 +53,7 @@ def test_the_library_does_not_load_the_api_and_the_api_not_the_workers():
 
 def test_api_keys_create_list_revoke(queue):  # noqa: F811
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "api-keys", *args], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "zkqueue.cli", "api-keys", *args], cwd=ROOT,
                               env=queue.env(), capture_output=True, text=True, timeout=60)
     made = cli("create", "ci backend", "--proofs-per-hour", "50", "--json")
     assert made.returncode == 0, made.stderr
@@ -107,7 +107,7 @@ def test_a_slow_request_gets_504_and_a_server_without_redis_503(queue):  # noqa:
     finally:
         slow.stop()
     port, dead = free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "serve", "--port", str(port)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "serve", "--port", str(port)], cwd=ROOT,
                             env=queue.env(ZKQUEUE_REDIS_URL=f"redis://127.0.0.1:{dead}/0"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

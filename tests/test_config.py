@@ -18,7 +18,7 @@ PACKAGES = {"zkqueue": ROOT / "zkqueue", "zkqueue.groth16": ROOT / "groth16",
             "zkqueue.workers": ROOT / "workers", "zkqueue.api": ROOT / "api"}
 # Entry points may set variables for what they start (Flower's FLOWER_*, OpenBLAS's thread
 # count); they read settings through zkqueue.config like everyone else.
-ENTRY_POINTS = {"coordinator/cli.py", "groth16/cli.py", "groth16/witness/cli.py", "tasks/main.py"}
+ENTRY_POINTS = {"zkqueue/cli.py", "groth16/cli.py", "groth16/witness/cli.py", "tasks/main.py"}
 NAME = re.compile(r"ZKQUEUE_[A-Z0-9_]+")
 
 

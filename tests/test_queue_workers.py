@@ -62,7 +62,7 @@ def test_worker_without_gpu_or_cpu_flag_says_what_to_do(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)      # import fails: not installed
     assert devices.plan(None) == ([], "pynvml is not installed (pip install 'zkqueue[gpu]')")
     proc = subprocess.run([sys.executable, "-c", "import sys; sys.modules['pynvml'] = None; "
-                           "from zkqueue.coordinator.cli import main; sys.exit(main(['worker']))"],
+                           "from zkqueue.cli import main; sys.exit(main(['worker']))"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--cpu N" in proc.stderr
 

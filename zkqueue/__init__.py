@@ -5,10 +5,11 @@ repository, as the design lays them out, and are installed beneath this package
 (pyproject.toml maps them):
 
     zkqueue.groth16      groth16/       the proving core (formats, prover, verifier, backends)
-    zkqueue.coordinator  coordinator/   Client, CLI, barrier, reaper: what client code imports
+    zkqueue.coordinator  coordinator/   Client, store, scheduler, reaper: what client code imports
     zkqueue.tasks        tasks/         the Celery app and its tasks
     zkqueue.workers      workers/       worker runtime: devices, key cache, leases
     zkqueue.api          api/           `zkqueue serve`, the HTTP API
+    zkqueue.cli          zkqueue/       the `zkqueue` command line (imports every package, lazily)
     zkqueue.demo         zkqueue/       `zkqueue demo` and the bundled circuit it proves
 """
 
