@@ -115,7 +115,7 @@ def test_lease_keeper_restarts_an_attempt_stuck_in_a_kernel_after_it_is_stopped(
 def test_key_cache_budget_shrinks_to_the_memory_there_is():
     import psutil
 
-    from zkqueue.tasks.main import fit_key_cache
+    from zkqueue.workers.process import fit_key_cache
     # Free memory moves between our read and fit_key_cache's: bound it by the larger of two reads.
     before = psutil.virtual_memory().available
     fitted = fit_key_cache(1 << 60, "cpu:0")
