@@ -1,57 +1,22 @@
 """Packaging: `pip install .` leaves exactly one top-level import package, `zkqueue`.
 
 The source folders (groth16/, coordinator/, tasks/, workers/, api/) keep their place at the top of
-the repository and are installed beneath `zkqueue` (pyproject.toml maps them), so nothing
-may import them by their folder names: that would work from a checkout and break installed.
+the repository and are installed beneath `zkqueue` (pyproject.toml maps them). That nothing
+imports them by their folder names, and that pyproject.toml lists every one, are rules of
+tests/test_architecture.py.
 """
 
 from __future__ import annotations
 
-import ast
 import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"groth16": "zkqueue.groth16", "coordinator": "zkqueue.coordinator", "tasks": "zkqueue.tasks",
            "workers": "zkqueue.workers", "api": "zkqueue.api", "zkqueue": "zkqueue"}
-
-
-def python_sources() -> list[Path]:
-    """Every Python file of the project, including the extension-less scripts under bench/."""
-    files = [p for p in ROOT.rglob("*.py") if not {".venv", ".interop", "node_modules"} & set(p.parts)]
-    files += [p for p in (ROOT / "bench").iterdir()
-              if p.is_file() and not p.suffix and p.read_bytes().startswith(b"#!/usr/bin/env python")]
-    return files
-
-
-def test_nothing_imports_the_source_folders_by_their_own_names():
-    offenders = []
-    for path in python_sources():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
-                          if n.split(".")[0] in FOLDERS and n.split(".")[0] != "zkqueue"]
-    assert not offenders, "imports by folder name instead of zkqueue.*:\n" + "\n".join(offenders)
-
-
-def test_every_package_folder_is_listed_in_pyproject():
-    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    found = set()
-    for folder, name in FOLDERS.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / folder).parts
-            found.add(".".join((name, *rel)))
-    assert set(tool["packages"]) == found
-    assert tool["package-dir"] == {v: k for k, v in FOLDERS.items() if k != "zkqueue"}
 
 
 def test_pip_install_into_a_fresh_venv_leaves_one_top_level_package(tmp_path):
