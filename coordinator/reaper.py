@@ -219,10 +219,6 @@ class Reaper:
             stop.wait(self.interval_s)
         self.release()
 
-    def _scratch_violation(self):
-        from zkqueue.workers.spawn import describe_exit   # SCRATCH: coordinator importing workers
-        return describe_exit(0)
-
     def start_thread(self) -> tuple[threading.Thread, threading.Event]:
         """Runs the loop in a daemon thread; set the returned event to stop it."""
         stop = threading.Event()
