@@ -362,7 +362,19 @@ def test_nothing_imports_the_source_folders_by_their_own_names():
     assert not offenders, "imports by folder name instead of zkqueue.*:\n" + "\n".join(offenders)
 
 
+def folder_of(package: str) -> Path:
+    """The checkout's folder of an installed package name (zkqueue.groth16.kernels: groth16/kernels)."""
+    top, _, rest = package.removeprefix("zkqueue.").partition(".")
+    if top in FOLDERS and top != "zkqueue":
+        return ROOT.joinpath(top, *filter(None, rest.split(".")))
+    return ROOT.joinpath("zkqueue", *package.removeprefix("zkqueue.").split("."))
+
+
 def test_every_package_folder_is_listed_in_pyproject():
+    """pyproject.toml installs every folder with an __init__.py and every folder of data files
+    (each as a package of its own, as setuptools asks: listed, it builds without a warning),
+    and a checkout maps the same folders (zkqueue/_checkout.py)."""
+    from zkqueue import _checkout
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     found = set()
     for folder, name in FOLDERS.items():
@@ -370,5 +382,14 @@ def test_every_package_folder_is_listed_in_pyproject():
             rel = init.parent.relative_to(ROOT / folder).parts
             found.add(".".join((name, *rel)))
     assert len(found) >= len(FOLDERS)
-    assert set(tool["packages"]) == found
+    data = tool["package-data"]
+    for package, patterns in data.items():
+        folder = folder_of(package)
+        assert not (folder / "__init__.py").exists() and all(list(folder.glob(p)) for p in patterns), (package, folder)
+    # every folder holding non-Python files the code reads is one of those
+    holders = {p.parent for folder in FOLDERS for p in (ROOT / folder).rglob("*")
+               if p.is_file() and p.suffix in (".lua", ".cu", ".cuh", ".cpp", ".hpp", ".zkey", ".wtns", ".json")}
+    assert len(holders) == len(data) == 4, sorted(map(str, holders))
+    assert set(tool["packages"]) == found | set(data)
     assert tool["package-dir"] == {v: k for k, v in FOLDERS.items() if k != "zkqueue"}
+    assert set(_checkout.FOLDERS) == set(tool["package-dir"].values())

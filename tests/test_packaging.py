@@ -83,3 +83,31 @@ print("ok", len(list(pkgutil.walk_packages(zkqueue.__path__, "zkqueue."))))
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert "zkqueue.groth16.native_prove" in imported
     assert not {"re", "enum", "pathlib", "functools", "collections"} & imported, sorted(imported)
+
+
+def test_the_set_up_command_runs_this_checkout_and_loads_what_a_wheel_does(tmp_path):
+    """scripts/setup.sh's `zkqueue` (beside the Python running these tests) runs this
+    checkout's files, found through one plain .pth line (no setuptools editable finder, which
+    would load pathlib, re and enum at every start), and proves."""
+    command = Path(sys.executable).parent / "zkqueue"
+    assert command.is_file(), f"no {command}: run scripts/setup.sh, which installs it"
+    # Outside the checkout: nothing comes from the working directory.
+    where = subprocess.run([sys.executable, "-c", "import sys, zkqueue.groth16, zkqueue.cli; "
+                            "print(zkqueue.groth16.__file__, zkqueue.cli.__file__, "
+                            "[type(f).__name__ for f in sys.meta_path])"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert where.returncode == 0, where.stderr
+    groth16_init, cli, finders = where.stdout.split(" ", 2)
+    assert (groth16_init, cli) == (str(ROOT / "groth16" / "__init__.py"), str(ROOT / "zkqueue" / "cli.py"))
+    assert "CheckoutFinder" in finders and "_EditableFinder" not in finders, finders
+    from zkqueue import config
+    fx = ROOT / "tests" / "fixtures" / "bn128_chain_12"
+    proc = subprocess.run([command, "prove", "--backend", "cpu", fx / "circuit_final.zkey", fx / "witness.wtns",
+                           tmp_path / "proof.json", tmp_path / "public.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "ZKQUEUE_CACHE_DIR": config.process().cache_dir, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert {"zkqueue._checkout", "zkqueue.groth16.native_prove"} <= imported
+    assert not {"re", "enum", "pathlib", "functools", "collections"} & imported, sorted(imported)

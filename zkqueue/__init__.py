@@ -13,7 +13,15 @@ repository, as the design lays them out, and are installed beneath this package
     zkqueue.demo         zkqueue/       `zkqueue demo` and the bundled circuit it proves
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# In a checkout the mapped folders are this folder's siblings (a wheel has them inside it):
+# find them there (zkqueue/_checkout.py). One stat when installed from a wheel.
+if not _os.path.isdir(_os.path.join(__path__[0], "groth16")):
+    from zkqueue._checkout import install as _install
+    _install(_os.path.dirname(_os.path.abspath(__path__[0])))
 
 
 def __getattr__(name: str):
