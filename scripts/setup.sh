@@ -39,7 +39,10 @@ if [ "$(cat .venv/.zkqueue-setup 2>/dev/null)" != "$stamp" ]; then
   if compgen -G ".venv/lib/python3*/site-packages/zkqueue-*.dist-info" >/dev/null; then
     .venv/bin/python -m pip uninstall -q -y zkqueue     # an install of the package left by an older setup
   fi
-  .venv/bin/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+  .venv/bin/python -c 'import tomllib' 2>/dev/null || .venv/bin/python -m pip install -qq tomli   # Python 3.10
+  .venv/bin/python -c 'try: import tomllib
+except ImportError: import tomli as tomllib
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
 print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"]))' > .venv/requirements.txt
   .venv/bin/python -m pip install -qq -r .venv/requirements.txt   # -qq: errors only
   site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
