@@ -324,12 +324,41 @@ def test_the_entry_points_are_the_ones_named_and_nothing_imports_them():
         ("zkqueue.cli", ["main"])]
     # A worker process is `python -m zkqueue.tasks.main`, which the supervisor starts.
     assert '"-m", "zkqueue.tasks.main"' in (ROOT / "workers" / "spawn.py").read_text()
+    # The product's two programs parse their arguments and start what they run; the runtime
+    # they start lives in the packages (zkqueue.tasks.main defines no class: workers/process.py).
+    for program in ("zkqueue.cli", "zkqueue.tasks.main"):
+        tree = ast.parse(mods[program].read_text())
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body), program
+        assert not [n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)], program
     # No module of the tree imports the two programs of the product (the CLI, a worker).
     graph = import_graph()
     importers = {f"{m}:{i.line}" for m, found in graph.items() for i in found
                  if i.target in ("zkqueue.cli", "zkqueue.tasks.main")}
     assert sum(len(found) for found in graph.values()) > 100
     assert not importers, importers
+
+
+def test_the_worker_runtime_lives_in_workers_and_tasks_holds_only_the_tasks():
+    """tasks/ is the Celery app, its tasks, their per-process context and the entry point;
+    what runs beside Celery in a worker (heartbeat, liveness, the watches, the signal wiring)
+    is workers/process.py's, and the exit statuses are workers/exit_codes.py's."""
+    mods = modules()
+
+    def classes(package: str) -> set[str]:
+        return {f"{m.removeprefix(package + '.')}.{n.name}" for m, py in mods.items() if m.startswith(package + ".")
+                for n in ast.walk(ast.parse(py.read_text())) if isinstance(n, ast.ClassDef)}
+    assert classes("zkqueue.tasks") == {"context.Identity", "context.Context"}
+    assert {"process.WorkerRuntime", "process.SupervisorWatch", "process.QueueLink",
+            "exit_codes.ExitCode", "spawn.Supervisor"} <= classes("zkqueue.workers")
+    # No bare exit status on either side of the table: the worker and the supervisor name ExitCode.
+    for program in ("zkqueue.tasks.main", "zkqueue.workers.spawn"):
+        tree = ast.parse(mods[program].read_text())
+        returned = [(n.lineno, v) for n in ast.walk(tree) if isinstance(n, ast.Return) and n.value is not None
+                    for v in (n.value.elts if isinstance(n.value, ast.Tuple) else [n.value])]
+        bare = [line for line, v in returned if isinstance(v, ast.Constant) and type(v.value) is int]
+        bare += [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Compare)
+                 and any(isinstance(c, ast.Constant) and c.value == 2 for c in n.comparators)]
+        assert "ExitCode." in mods[program].read_text() and not bare, (program, bare)
 
 
 # ---- the source folders and their installed names -----------------------------------------

@@ -136,3 +136,15 @@ def test_a_wrong_msm_is_a_valid_point_that_is_not_the_right_one():
     wrong = faults.wrong_msm(backend.msm_g1, points, scalars)
     assert wrong != right
     backend.check_g1(np.frombuffer(wrong, dtype="<u8").reshape(1, -1))   # on the curve: raises if not
+
+
+def test_a_worker_that_cannot_start_is_not_restarted_and_its_supervisor_exits_saying_why():
+    """The exit-code table on both sides: a CPU device asked to prove with CUDA fails its
+    start-up check, the worker exits ExitCode.CONFIG, and its supervisor reads that as
+    "a restart cannot help": it does not restart it and exits with that status itself."""
+    from zkqueue.workers.exit_codes import ExitCode
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "worker", "--cpu", "1", "--backend", "cuda"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == ExitCode.CONFIG == 2, proc.stderr[-3000:]
+    assert "backend 'cuda' cannot run" in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.count("exited with status 2 (bad configuration); not restarting") == 1, proc.stderr[-3000:]
