@@ -175,7 +175,7 @@ fi
 [ -n "${VENV:-}" ] && [ -x "$VENV/bin/redis-server" ] && export PATH="$VENV/bin:$PATH"
 export PATH="$(dirname "$PY"):$PATH"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-ZKQ=("$PY" -m zkqueue.coordinator.cli)     # the `zkqueue` console script, whatever the venv's bin holds
+ZKQ=("$PY" -m zkqueue.cli)     # the `zkqueue` console script, whatever the venv's bin holds
 if [ $SETUP_OK = 1 ] && [ $DRY = 0 ]; then
     timeout 60 "$PY" - <<'EOF' || setup_fail "no working CuPy (the image's is used: nothing installs one offline)"
 import sys
@@ -353,7 +353,7 @@ EOF
 import json, os, subprocess, sys, time
 deadline = time.monotonic() + 60
 while True:
-    out = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "status", "--json"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "zkqueue.cli", "status", "--json"], capture_output=True, text=True)
     workers = json.loads(out.stdout)["workers"] if out.returncode == 0 else []
     backends = sorted(w.get("fingerprint", {}).get("backend", "?") for w in workers)
     if "cuda" in backends and "cpu" in backends:

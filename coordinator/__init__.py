@@ -1,2 +1,3 @@
-"""What client code imports: submit / await / cancel / status, the CLI, the artifact store,
-the fan-in barrier and the reaper. No GPU imports."""
+"""What client code imports: submit / await / cancel / status (Client, Job), the artifact
+store, the state machine's façade (scheduler) and the reaper. No GPU imports, and never the
+worker runtime, the tasks or the HTTP API: the command line that starts those is zkqueue/cli.py."""

@@ -141,7 +141,7 @@ def cmd_export_vk(args: argparse.Namespace) -> int:
 def add_commands(sub) -> None:
     """Registers prove, verify and export-vk on an argparse subparsers object.
 
-    The queue's command line (coordinator/cli.py) adds its own commands beside these.
+    The queue's command line (zkqueue/cli.py) adds its own commands beside these.
     """
     p = sub.add_parser("prove", help="prove one witness (snarkjs groth16 prove's arguments)")
     p.add_argument("zkey")

@@ -72,7 +72,7 @@ def start_server(queue: QueueEnv, **env) -> ApiServer:
     log_path = queue.tmp / f"api-{port}.log"
     extra = {"ZKQUEUE_API_METRICS_PORT": metrics_port, "ZKQUEUE_LOGLEVEL": "WARNING", **env}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "serve", "--host", "127.0.0.1",
+        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "serve", "--host", "127.0.0.1",
                                  "--port", str(port)], cwd=ROOT, env=queue.env(**extra), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     server = ApiServer(proc, f"http://127.0.0.1:{port}", queue, log_path, f"http://127.0.0.1:{metrics_port}/metrics")

@@ -127,7 +127,7 @@ def built_circuits(tmp_path_factory) -> dict[str, Path]:
 QUICK_MODULES = {
     "test_bad_input.py", "test_config.py", "test_csprng.py", "test_formats.py", "test_interop.py",
     "test_lua_scripts.py", "test_packaging.py", "test_readme.py", "test_compose.py", "test_fingerprint.py",
-    "test_queue_barrier.py",
+    "test_queue_barrier.py", "test_architecture.py",
 }
 QUICK_TESTS = {
     "test_queue_e2e.py::test_four_partitions_on_two_cpu_workers_snarkjs_accepts_every_proof",

@@ -192,7 +192,7 @@ def seed_native_build(cache_dir: Path) -> None:
 
 
 def zkqueue_cmd(*args) -> list:
-    return [sys.executable, "-m", "zkqueue.coordinator.cli", *map(str, args)]
+    return [sys.executable, "-m", "zkqueue.cli", *map(str, args)]
 
 
 def zkqueue_env(base: dict, **extra) -> dict:

@@ -2,7 +2,7 @@
 
 The Redis URL is $ZKQUEUE_TEST_REDIS_URL (default redis://127.0.0.1:6379/13); the database
 is flushed before and after each test. Under pytest-xdist each test process has a database of
-its own: worker gwN uses the URL's database + N. Workers are `python -m zkqueue.coordinator.cli worker`
+its own: worker gwN uses the URL's database + N. Workers are `python -m zkqueue.cli worker`
 process trees, each in its own session/process group, killed at teardown.
 """
 
@@ -140,7 +140,7 @@ class QueueEnv:
         env = self.env(**extra, **(env or {}))
         log_path = self.tmp / f"workers-{len(self.groups)}.log"
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu",
+            proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "zkqueue.cli", "worker", "--cpu",
                                      str(n), "--threads", str(threads)], cwd=ROOT, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         group = WorkerGroup(proc, log_path, n, env)

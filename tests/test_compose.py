@@ -24,7 +24,7 @@ OURS = {name: s for name, s in SERVICES.items() if "build" in s}
 def parser():
     from zkqueue.groth16.cli import add_commands, new_parser
 
-    from zkqueue.coordinator.cli import add_queue_commands
+    from zkqueue.cli import add_queue_commands
     p, sub = new_parser()
     add_commands(sub)
     add_queue_commands(sub)
@@ -95,7 +95,7 @@ def test_flower_has_auth_and_the_demo_is_one_shot():
 def test_the_demo_services_command_proves_on_running_workers(queue):  # noqa: F811
     group = queue.start_workers(2)
     queue.ready(group)
-    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", *SERVICES["demo"]["command"][:2],
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", *SERVICES["demo"]["command"][:2],
                            "--timeout", "120"], cwd=ROOT, env=queue.env(), capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]

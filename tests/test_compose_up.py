@@ -335,7 +335,7 @@ def verify_on_the_host(proofs: Path) -> None:
         if snarkjs.exists():
             cmd = [str(snarkjs), "groth16", "verify", str(vk), str(public), str(proof)]
         else:
-            cmd = [sys.executable, "-m", "zkqueue.coordinator.cli", "verify", str(vk), str(public), str(proof)]
+            cmd = [sys.executable, "-m", "zkqueue.cli", "verify", str(vk), str(public), str(proof)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, f"partition {i} did not verify: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
 

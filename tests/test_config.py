@@ -1,9 +1,9 @@
-"""One configuration module: it alone reads the environment, every ZKQUEUE_* name in the tree
-is in the operations guide (tests/test_readme.py), fleet settings are checked together, and the packages import without a cycle."""
+"""One configuration module: every ZKQUEUE_* name in the tree is in the operations guide
+(tests/test_readme.py), settings are read once with flags first, and fleet settings are checked
+together. (That it alone reads the environment is a rule of tests/test_architecture.py.)"""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -16,46 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"zkqueue": ROOT / "zkqueue", "zkqueue.groth16": ROOT / "groth16",
             "zkqueue.coordinator": ROOT / "coordinator", "zkqueue.tasks": ROOT / "tasks",
             "zkqueue.workers": ROOT / "workers", "zkqueue.api": ROOT / "api"}
-# Entry points may set variables for what they start (Flower's FLOWER_*, OpenBLAS's thread
-# count); they read settings through zkqueue.config like everyone else.
-ENTRY_POINTS = {"coordinator/cli.py", "groth16/cli.py", "groth16/witness/cli.py", "tasks/main.py"}
 NAME = re.compile(r"ZKQUEUE_[A-Z0-9_]+")
-
-
-def modules() -> dict[str, Path]:
-    """Every module of the installed package, by dotted name."""
-    out = {}
-    for package, folder in PACKAGES.items():
-        for py in folder.rglob("*.py"):
-            parts = py.relative_to(folder).with_suffix("").parts
-            name = ".".join((package, *parts))
-            out[name.removesuffix(".__init__")] = py
-    return out
-
-
-def _environ_uses(tree: ast.AST):
-    """(line, is_write) of every use of os.environ / os.getenv in a module."""
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
-                and node.attr in ("environ", "getenv", "environb")):
-            continue
-        parent = parents.get(node)
-        write = (isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store)) or (
-            isinstance(parent, ast.Attribute) and parent.attr == "setdefault")
-        yield node.lineno, write
-
-
-def test_only_the_configuration_module_reads_the_environment():
-    offenders = []
-    for name, py in modules().items():
-        rel = str(py.relative_to(ROOT))
-        if rel == "zkqueue/config.py":
-            continue
-        for line, write in _environ_uses(ast.parse(py.read_text())):
-            if not (write and rel in ENTRY_POINTS):
-                offenders.append(f"{rel}:{line}")
-    assert not offenders, f"read settings through zkqueue.config, not os.environ: {offenders}"
 
 
 def variables_named() -> set[str]:
@@ -110,49 +71,3 @@ def test_a_child_gets_what_this_process_was_given():
     env = config.child_environ(s, ProcessSettings.from_env({}, threads=2))
     assert Settings.from_env(env) == s
     assert ProcessSettings.from_env(env).threads == 2
-
-
-def _imports(name: str, py: Path, known: set[str]) -> set[str]:
-    """The package modules `name` imports, at module level or inside functions (a lazy import
-    is an arrow all the same); `if TYPE_CHECKING:` blocks do not count."""
-    tree = ast.parse(py.read_text())
-    package = name if py.name == "__init__.py" else name.rpartition(".")[0]
-    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-               and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
-    found = set()
-    for stmt in ast.walk(tree):
-        if id(stmt) in skipped:
-            continue
-        if isinstance(stmt, ast.Import):
-            found |= {a.name for a in stmt.names}
-        elif isinstance(stmt, ast.ImportFrom):
-            base = stmt.module or ""
-            if stmt.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - stmt.level + 1] + ([base] if base else []))
-            # `from pkg import module` depends on that module; `from pkg import name`, on pkg.
-            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in stmt.names}
-    return {m for m in found if m in known and m != name}
-
-
-def test_no_import_cycle():
-    mods = modules()
-    graph = {name: _imports(name, py, set(mods)) for name, py in mods.items()}
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for dep in sorted(graph[node]):
-            if state.get(dep) == 1:
-                return path[path.index(dep):] + [dep]
-            if dep not in state and (cycle := visit(dep)):
-                return cycle
-        path.pop()
-        state[node] = 2
-        return None
-
-    for name in sorted(graph):
-        if name not in state and (cycle := visit(name)):
-            pytest.fail(f"import cycle: {' -> '.join(cycle)}")

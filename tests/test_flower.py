@@ -55,7 +55,7 @@ def test_flower_lists_workers_and_job_tasks_behind_basic_auth(queue):
     url = f"http://127.0.0.1:{port}"
     log_path = queue.tmp / "flower.log"
     with open(log_path, "wb") as log:
-        flower = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "flower", "--port", str(port),
+        flower = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "flower", "--port", str(port),
                                    "--addr", "127.0.0.1"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                   env=queue.env(ZKQUEUE_FLOWER_AUTH=f"{user}:{password}"), start_new_session=True)
     try:
@@ -102,6 +102,6 @@ def test_flower_lists_workers_and_job_tasks_behind_basic_auth(queue):
 def test_flower_refuses_to_start_without_credentials(queue):
     env = queue.env()
     env.pop("ZKQUEUE_FLOWER_AUTH", None)
-    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "flower", "--port", "1"], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "flower", "--port", "1"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "ZKQUEUE_FLOWER_AUTH" in proc.stderr, proc.stderr

@@ -56,7 +56,7 @@ def total(samples: dict, name: str, **labels) -> float:
 def test_workers_and_coordinator_export_metrics_after_a_job(queue, monkeypatch):
     base = free_ports(3)
     coord_port = base + 2
-    exporter = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "metrics", "--port", str(coord_port),
+    exporter = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "metrics", "--port", str(coord_port),
                                  "--addr", "127.0.0.1"], cwd=ROOT, env=queue.env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -102,7 +102,7 @@ def test_workers_and_coordinator_export_metrics_after_a_job(queue, monkeypatch):
 
 def test_queue_depth_counts_the_running_partitions_unacknowledged_message(queue):
     port = free_ports(1)
-    exporter = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "metrics", "--port", str(port),
+    exporter = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "metrics", "--port", str(port),
                                  "--addr", "127.0.0.1"], cwd=ROOT, env=queue.env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -1,57 +1,22 @@
 """Packaging: `pip install .` leaves exactly one top-level import package, `zkqueue`.
 
 The source folders (groth16/, coordinator/, tasks/, workers/, api/) keep their place at the top of
-the repository and are installed beneath `zkqueue` (pyproject.toml maps them), so nothing
-may import them by their folder names: that would work from a checkout and break installed.
+the repository and are installed beneath `zkqueue` (pyproject.toml maps them). That nothing
+imports them by their folder names, and that pyproject.toml lists every one, are rules of
+tests/test_architecture.py.
 """
 
 from __future__ import annotations
 
-import ast
 import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"groth16": "zkqueue.groth16", "coordinator": "zkqueue.coordinator", "tasks": "zkqueue.tasks",
            "workers": "zkqueue.workers", "api": "zkqueue.api", "zkqueue": "zkqueue"}
-
-
-def python_sources() -> list[Path]:
-    """Every Python file of the project, including the extension-less scripts under bench/."""
-    files = [p for p in ROOT.rglob("*.py") if not {".venv", ".interop", "node_modules"} & set(p.parts)]
-    files += [p for p in (ROOT / "bench").iterdir()
-              if p.is_file() and not p.suffix and p.read_bytes().startswith(b"#!/usr/bin/env python")]
-    return files
-
-
-def test_nothing_imports_the_source_folders_by_their_own_names():
-    offenders = []
-    for path in python_sources():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
-                          if n.split(".")[0] in FOLDERS and n.split(".")[0] != "zkqueue"]
-    assert not offenders, "imports by folder name instead of zkqueue.*:\n" + "\n".join(offenders)
-
-
-def test_every_package_folder_is_listed_in_pyproject():
-    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    found = set()
-    for folder, name in FOLDERS.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / folder).parts
-            found.add(".".join((name, *rel)))
-    assert set(tool["packages"]) == found
-    assert tool["package-dir"] == {v: k for k, v in FOLDERS.items() if k != "zkqueue"}
 
 
 def test_pip_install_into_a_fresh_venv_leaves_one_top_level_package(tmp_path):
@@ -117,4 +82,32 @@ print("ok", len(list(pkgutil.walk_packages(zkqueue.__path__, "zkqueue."))))
     assert proc.returncode == 0, proc.stderr[-3000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert "zkqueue.groth16.native_prove" in imported
+    assert not {"re", "enum", "pathlib", "functools", "collections"} & imported, sorted(imported)
+
+
+def test_the_set_up_command_runs_this_checkout_and_loads_what_a_wheel_does(tmp_path):
+    """scripts/setup.sh's `zkqueue` (beside the Python running these tests) runs this
+    checkout's files, found through one plain .pth line (no setuptools editable finder, which
+    would load pathlib, re and enum at every start), and proves."""
+    command = Path(sys.executable).parent / "zkqueue"
+    assert command.is_file(), f"no {command}: run scripts/setup.sh, which installs it"
+    # Outside the checkout: nothing comes from the working directory.
+    where = subprocess.run([sys.executable, "-c", "import sys, zkqueue.groth16, zkqueue.cli; "
+                            "print(zkqueue.groth16.__file__, zkqueue.cli.__file__, "
+                            "[type(f).__name__ for f in sys.meta_path])"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert where.returncode == 0, where.stderr
+    groth16_init, cli, finders = where.stdout.split(" ", 2)
+    assert (groth16_init, cli) == (str(ROOT / "groth16" / "__init__.py"), str(ROOT / "zkqueue" / "cli.py"))
+    assert "CheckoutFinder" in finders and "_EditableFinder" not in finders, finders
+    from zkqueue import config
+    fx = ROOT / "tests" / "fixtures" / "bn128_chain_12"
+    proc = subprocess.run([command, "prove", "--backend", "cpu", fx / "circuit_final.zkey", fx / "witness.wtns",
+                           tmp_path / "proof.json", tmp_path / "public.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "ZKQUEUE_CACHE_DIR": config.process().cache_dir, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert {"zkqueue._checkout", "zkqueue.groth16.native_prove"} <= imported
     assert not {"re", "enum", "pathlib", "functools", "collections"} & imported, sorted(imported)

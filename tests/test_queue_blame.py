@@ -66,7 +66,7 @@ def test_with_the_r1cs_the_broken_constraint_is_named_at_the_first_failed_proof(
     queue.ready(group)
     bad = _unsatisfying_witness(tmp_path)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "submit", ZKEY, PARTITIONS[0],
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "submit", ZKEY, PARTITIONS[0],
                            PARTITIONS[1], bad, PARTITIONS[3], "--r1cs", R1CS, "--out", out, "--wait",
                            "--timeout", "90", "-q"], env=queue.env(), cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
@@ -104,7 +104,7 @@ def test_a_client_waiting_on_a_job_redis_lost_says_so_and_workers_go_on(queue):
         queue.redis_url, queue.r = server.url, server.r    # workers, client and helpers on the private Redis
         group = queue.start_workers(1, fault="slow:3")
         queue.ready(group)
-        waiter = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "submit", ZKEY, *PARTITIONS[:2],
+        waiter = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "submit", ZKEY, *PARTITIONS[:2],
                                    "--wait", "-q"], env=queue.env(), cwd=ROOT, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         job = queue.client().job(waiter.stderr.readline().split("submitted job ")[1].split()[0])

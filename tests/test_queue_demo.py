@@ -9,7 +9,7 @@ from queue_support import ROOT, queue, wait_until  # noqa: F401  (fixtures)
 
 
 def test_demo_proves_and_verifies_the_bundled_job(queue):
-    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "demo", "--timeout", "120"],
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "demo", "--timeout", "120"],
                           env=queue.env(), cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count(": verified (") == 4
@@ -20,6 +20,6 @@ def test_demo_proves_and_verifies_the_bundled_job(queue):
 
 def test_demo_fails_clearly_when_redis_is_remote_and_down(queue):
     env = queue.env(ZKQUEUE_REDIS_URL="redis://192.0.2.1:6379/0")
-    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "demo"], env=env, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "demo"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "not local" in proc.stderr

@@ -16,7 +16,7 @@ def test_four_partitions_on_two_cpu_workers_snarkjs_accepts_every_proof(queue, t
     beats = queue.ready(group)
     assert len({b["worker"] for b in beats}) == 2
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "submit", CHAIN / "circuit_final.zkey",
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "submit", CHAIN / "circuit_final.zkey",
                            *PARTITIONS, "--out", out, "--wait", "--timeout", "120"],
                           env=queue.env(), cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -33,10 +33,10 @@ def test_four_partitions_on_two_cpu_workers_snarkjs_accepts_every_proof(queue, t
         assert {"queued_s", "key_load_s", "prove_s", "verify_s", "total_s"} <= set(p.timings_s)
     assert {"queued_s", "prove_s", "verify_s", "total_s"} <= set(st.timings_s)
 
-    status = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "status", job_id], env=queue.env(),
+    status = subprocess.run([sys.executable, "-m", "zkqueue.cli", "status", job_id], env=queue.env(),
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert status.returncode == 0 and "done 4/4" in status.stdout, status.stdout + status.stderr
-    listing = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "status"], env=queue.env(),
+    listing = subprocess.run([sys.executable, "-m", "zkqueue.cli", "status"], env=queue.env(),
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "2 live worker(s)" in listing.stdout and job_id[:12] in listing.stdout
 

@@ -31,7 +31,7 @@ def _events(st, name: str) -> list[dict]:
 
 
 def _cli(queue, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", *args], env=queue.env(), cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "zkqueue.cli", *args], env=queue.env(), cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -130,5 +130,5 @@ def test_the_reaper_and_the_metrics_read_any_value_on_a_list(queue):
 def _cli(queue, *args):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", *args], env=queue.env(), cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "zkqueue.cli", *args], env=queue.env(), cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

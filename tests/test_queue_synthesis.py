@@ -111,7 +111,7 @@ def test_cli_submit_wasm_wait_writes_verified_proofs(queue, tmp_path):
     group = queue.start_workers(1)
     queue.ready(group)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "submit", ZKEY, "--wasm", WASM,
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "submit", ZKEY, "--wasm", WASM,
                            *FIXTURE_INPUTS[:3], "--out", out, "--wait", "--timeout", "120"],
                           env=queue.env(), cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -120,7 +120,7 @@ def test_cli_submit_wasm_wait_writes_verified_proofs(queue, tmp_path):
     job_id = proc.stderr.split("submitted job ")[1].split()[0]
     for i in range(3):
         assert snarkjs_verifies(VK, out / f"public_{i}.json", out / f"proof_{i}.json"), i
-    status = subprocess.run([sys.executable, "-m", "zkqueue.coordinator.cli", "status", job_id, "--json"], env=queue.env(),
+    status = subprocess.run([sys.executable, "-m", "zkqueue.cli", "status", job_id, "--json"], env=queue.env(),
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     parts = json.loads(status.stdout)["partitions"]
     assert [(p["phase"], p["synth_attempts"]) for p in parts] == [("verified", 1)] * 3
@@ -215,7 +215,7 @@ def _worker_with_flags(queue, *flags, env: dict | None = None) -> WorkerGroup:
     log_path = queue.tmp / f"workers-{len(queue.groups)}.log"
     env = {**queue.env(), **{k: str(v) for k, v in (env or {}).items()}}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", "1", "--threads", "1",
+        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "worker", "--cpu", "1", "--threads", "1",
                                  *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     group = WorkerGroup(proc, log_path, 1, env)

@@ -62,7 +62,7 @@ def test_worker_without_gpu_or_cpu_flag_says_what_to_do(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)      # import fails: not installed
     assert devices.plan(None) == ([], "pynvml is not installed (pip install 'zkqueue[gpu]')")
     proc = subprocess.run([sys.executable, "-c", "import sys; sys.modules['pynvml'] = None; "
-                           "from zkqueue.coordinator.cli import main; sys.exit(main(['worker']))"],
+                           "from zkqueue.cli import main; sys.exit(main(['worker']))"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--cpu N" in proc.stderr
 
@@ -115,7 +115,7 @@ def test_lease_keeper_restarts_an_attempt_stuck_in_a_kernel_after_it_is_stopped(
 def test_key_cache_budget_shrinks_to_the_memory_there_is():
     import psutil
 
-    from zkqueue.tasks.main import fit_key_cache
+    from zkqueue.workers.process import fit_key_cache
     # Free memory moves between our read and fit_key_cache's: bound it by the larger of two reads.
     before = psutil.virtual_memory().available
     fitted = fit_key_cache(1 << 60, "cpu:0")
@@ -136,3 +136,15 @@ def test_a_wrong_msm_is_a_valid_point_that_is_not_the_right_one():
     wrong = faults.wrong_msm(backend.msm_g1, points, scalars)
     assert wrong != right
     backend.check_g1(np.frombuffer(wrong, dtype="<u8").reshape(1, -1))   # on the curve: raises if not
+
+
+def test_a_worker_that_cannot_start_is_not_restarted_and_its_supervisor_exits_saying_why():
+    """The exit-code table on both sides: a CPU device asked to prove with CUDA fails its
+    start-up check, the worker exits ExitCode.CONFIG, and its supervisor reads that as
+    "a restart cannot help": it does not restart it and exits with that status itself."""
+    from zkqueue.workers.exit_codes import ExitCode
+    proc = subprocess.run([sys.executable, "-m", "zkqueue.cli", "worker", "--cpu", "1", "--backend", "cuda"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == ExitCode.CONFIG == 2, proc.stderr[-3000:]
+    assert "backend 'cuda' cannot run" in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.count("exited with status 2 (bad configuration); not restarting") == 1, proc.stderr[-3000:]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from zkqueue import config
 
 from .devices import Device, plan
+from .exit_codes import ExitCode
 
 log = logging.getLogger("zkqueue.spawn")
 
@@ -48,6 +49,29 @@ def describe_exit(rc: int) -> str:
         except ValueError:
             return f"killed by signal {-rc}"
     return f"exited with status {rc}"
+
+
+@dataclass(frozen=True)
+class Death:
+    """How a worker process ended, and what its supervisor makes of it."""
+
+    how: str              # "exited with status 2", "killed by SIGKILL"
+    restart: bool         # False: the same process would end the same way; the device is given up
+    status: int = ExitCode.OK   # the supervisor's own exit status, when it gives the device up
+    hint: str = ""        # a likely cause, logged when it died soon after starting
+
+
+def classify_death(rc: int) -> Death:
+    """What a worker's return code `rc` (Popen.returncode: negative for a signal) means.
+    The one place that reads a worker's exit status: a new reason in workers/exit_codes.py
+    gets its branch here."""
+    how = describe_exit(rc)
+    if rc == ExitCode.CONFIG:
+        # configuration or start-up check failed: restarting cannot help
+        return Death(how, restart=False, status=ExitCode.CONFIG, hint="bad configuration")
+    if rc == -signal.SIGKILL:
+        return Death(how, restart=True, hint="out of memory?")
+    return Death(how, restart=True)
 
 
 @dataclass
@@ -134,37 +158,37 @@ class Supervisor:
     def _check(self, c: Child, now: float) -> tuple[bool, int]:
         """Looks after one child; returns (still counts as alive, exit status to report)."""
         if c.proc is None and c.restart_at is None:
-            return False, 0
+            return False, ExitCode.OK
         if c.proc is None:
             if now >= c.restart_at:
                 self._start(c)
-            return True, 0
+            return True, ExitCode.OK
         rc = c.proc.poll()
         if rc is None:
             if self._silent_for(c, now) > SILENT_AFTER_S:
                 log.error("worker %s (pid %d) stopped answering; killing it", c.worker_id, c.proc.pid)
                 self._kill_tree(c)
-            return True, 0
+            return True, ExitCode.OK
         uptime = now - c.started_at
-        how = describe_exit(rc)
+        death = classify_death(rc)
         c.proc = None
-        if rc == 2:      # configuration or start-up check failed: restarting cannot help
-            log.error("worker %s %s (bad configuration); not restarting", c.worker_id, how)
-            return False, 2
+        if not death.restart:
+            log.error("worker %s %s (%s); not restarting", c.worker_id, death.how, death.hint)
+            return False, death.status
         if not self.restart:
-            log.error("worker %s %s", c.worker_id, how)
-            return False, 1
+            log.error("worker %s %s", c.worker_id, death.how)
+            return False, ExitCode.FAILED
         if uptime < START_GRACE_S:
             c.quick_deaths += 1
             delay = min(BACKOFF_MAX_S, 2.0 ** (c.quick_deaths - 1))
-            hint = " (out of memory?)" if rc == -signal.SIGKILL else ""
-            log.error("worker %s %s %.1f s after start%s; restarting in %.0f s", c.worker_id, how, uptime,
+            hint = f" ({death.hint})" if death.hint else ""
+            log.error("worker %s %s %.1f s after start%s; restarting in %.0f s", c.worker_id, death.how, uptime,
                       hint, delay)
         else:
             c.quick_deaths, delay = 0, 0.0
-            log.warning("worker %s %s after %.0f s; restarting", c.worker_id, how, uptime)
+            log.warning("worker %s %s after %.0f s; restarting", c.worker_id, death.how, uptime)
         c.restart_at = now + delay
-        return True, 0
+        return True, ExitCode.OK
 
     def run(self) -> int:
         """Runs until signalled or every worker is gone for good; returns an exit status."""
@@ -172,7 +196,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         for c in self.children:
             self._start(c)
-        status = 0
+        status = ExitCode.OK
         while not self.stopping:
             now = time.monotonic()
             alive = 0
@@ -181,7 +205,7 @@ class Supervisor:
                 alive += counts
                 status = status or rc
             if alive == 0:
-                return status or 1
+                return status or ExitCode.FAILED
             time.sleep(POLL_S)
         self.stop()
         return status

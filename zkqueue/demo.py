@@ -83,7 +83,7 @@ def start_workers(settings: Settings, log_path: Path) -> subprocess.Popen:
     proc = config.process()
     proc = proc.replace(fault="", loglevel="WARNING" if proc.loglevel == "INFO" else proc.loglevel)
     env = config.child_environ(settings, proc)
-    cmd = [sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", str(N_WORKERS), "--threads", "1"]
+    cmd = [sys.executable, "-m", "zkqueue.cli", "worker", "--cpu", str(N_WORKERS), "--threads", "1"]
     with open(log_path, "wb") as log:
         return subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
 

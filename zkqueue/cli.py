@@ -1,5 +1,10 @@
 """The `zkqueue` command: prove / verify / export-vk (groth16.cli) plus the queue:
-submit, wait, status, cancel, worker and demo.
+submit, wait, status, cancel, worker, serve, demo, ...
+
+The product's entry point, and the one module allowed to import every package: it starts
+the worker supervisor (workers.spawn), the HTTP API (api.server), Flower and the demo, each
+lazily inside its command, so that `zkqueue prove` loads none of them. The libraries it
+drives (coordinator, groth16, ...) never import it.
 
 Exit codes:
     0  success: every proof verified (verify: the proof is valid)
@@ -36,7 +41,7 @@ CORE_COMMANDS = frozenset({"prove", "verify", "export-vk", "wtns", "fullprove"})
 
 def _queue_input_errors() -> tuple[type[BaseException], ...]:
     """The queue's errors that mean bad input or configuration (exit 2)."""
-    from .errors import BadRequest, ConfigError, JobNotFound
+    from zkqueue.coordinator.errors import BadRequest, ConfigError, JobNotFound
     return (BadRequest, ConfigError, JobNotFound)
 
 
@@ -46,7 +51,7 @@ def _settings(args):
 
 
 def _client(args):
-    from .client import Client
+    from zkqueue.coordinator.client import Client
     return Client(settings=_settings(args))
 
 
@@ -60,8 +65,8 @@ def write_result(result, out_dir: Path) -> None:
 
 
 def _wait_and_write(job, args) -> int:
-    from .errors import JobCancelled, JobFailed, WaitTimeout
-    from .progress import Progress
+    from zkqueue.coordinator.errors import JobCancelled, JobFailed, WaitTimeout
+    from zkqueue.coordinator.progress import Progress
     progress = None if args.quiet else Progress()
     try:
         result = job.wait(args.timeout, progress=progress)
@@ -122,7 +127,7 @@ def _status_dict(st) -> dict:
 def cmd_status(args) -> int:
     import json  # noqa: PLC0415
 
-    from .progress import summary
+    from zkqueue.coordinator.progress import summary
     with _client(args) as client:
         if args.job:
             job = client.job(args.job)
@@ -144,7 +149,7 @@ def cmd_status(args) -> int:
             return EXIT_OK
         jobs = client.recent_jobs(args.limit)
         workers = client.workers()
-        from . import deadletter, quarantine
+        from zkqueue.coordinator import deadletter, quarantine
         dead = deadletter.count(client.r)
         if args.json:
             print(json.dumps({"jobs": [_status_dict(j.status()) for j in jobs], "workers": workers,
@@ -169,8 +174,8 @@ def cmd_status(args) -> int:
 def cmd_quarantine(args) -> int:
     import json  # noqa: PLC0415
 
-    from .errors import BadRequest
-    from . import quarantine
+    from zkqueue.coordinator.errors import BadRequest
+    from zkqueue.coordinator import quarantine
     with _client(args) as client:
         if args.action == "list":
             found = quarantine.quarantined(client.r)
@@ -193,7 +198,7 @@ def cmd_quarantine(args) -> int:
 def cmd_dead_letters(args) -> int:
     import json  # noqa: PLC0415
 
-    from . import deadletter
+    from zkqueue.coordinator import deadletter
     with _client(args) as client:
         if args.action == "clear":
             print(f"cleared {deadletter.clear(client.r)} dead letter(s)")
@@ -218,15 +223,13 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_worker(args) -> int:
-    from .errors import ConfigError
+    from zkqueue.coordinator.errors import ConfigError
     from zkqueue import config
     settings = _settings(args)   # checked here, so a bad setting fails before any process starts
     proc = config.process()
     if args.key_cache_bytes:
         proc = proc.replace(key_cache_bytes=args.key_cache_bytes)
-    # The supervisor is the worker runtime's entry point; the library modules of
-    # `coordinator` never import `workers`.
-    from zkqueue.workers import spawn
+    from zkqueue.workers import spawn   # the worker runtime's supervisor
     try:
         extra = [] if args.synthesize is None else ["--synthesize" if args.synthesize else "--no-synthesize"]
         return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra,
@@ -241,7 +244,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_metrics(args) -> int:
-    from . import metrics
+    from zkqueue.coordinator import metrics
     settings = _settings(args)
     print(f"zkqueue metrics: serving queue metrics on http://{args.addr}:{args.port}/metrics", file=sys.stderr)
     metrics.serve(settings, args.port, args.addr)
@@ -250,7 +253,7 @@ def cmd_metrics(args) -> int:
 
 def cmd_flower(args) -> int:
     """Flower on the zkqueue broker, with HTTP basic auth from $ZKQUEUE_FLOWER_AUTH (user:password)."""
-    from .errors import ConfigError
+    from zkqueue.coordinator.errors import ConfigError
     from zkqueue import config
     settings = _settings(args)
     auth = config.process().flower_auth
@@ -259,7 +262,7 @@ def cmd_flower(args) -> int:
                           expected="user:password", found="unset" if not auth else "no ':'")
     from celery import Celery
 
-    from .broker import celery_config
+    from zkqueue.coordinator.broker import celery_config
     app = Celery("zkqueue", set_as_current=True)
     app.conf.update(celery_config(settings))
     port = args.port or config.process().flower_port
@@ -272,7 +275,7 @@ def cmd_flower(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    """The HTTP API (api/); like `worker`, an entry point this library module starts lazily."""
+    """The HTTP API (api/), started lazily like `worker`."""
     from zkqueue import config
     settings = _settings(args)
     overrides = {k: v for k, v in (("api_host", args.host), ("api_port", args.port)) if v is not None}
@@ -285,10 +288,10 @@ def cmd_serve(args) -> int:
 def cmd_api_keys(args) -> int:
     import json  # noqa: PLC0415
 
-    from .errors import BadRequest
+    from zkqueue.coordinator.errors import BadRequest
     from zkqueue.api.auth import KeyStore
 
-    from .scheduler import connect
+    from zkqueue.coordinator.scheduler import connect
     store = KeyStore(connect(_settings(args)))
     if args.action == "create":
         if not args.name:
@@ -328,7 +331,7 @@ def add_queue_commands(sub) -> None:
     api-keys."""
     import argparse  # noqa: PLC0415
 
-    from .jobs import Priority
+    from zkqueue.coordinator.jobs import Priority
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--redis-url", default=None, help="default: $ZKQUEUE_REDIS_URL or redis://127.0.0.1:6379/0")
@@ -458,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         from kombu.exceptions import OperationalError
         from redis import RedisError
 
-        from .errors import ZkqueueError
+        from zkqueue.coordinator.errors import ZkqueueError
         if isinstance(exc, (ZkqueueError, RedisError, OperationalError)):
             print(f"zkqueue: error: {exc}", file=sys.stderr)
             return EXIT_INVALID
