@@ -1,2 +1,2 @@
 """What client code imports: submit / await / cancel / status, the CLI, the artifact store,
-the fan-in barrier and the reaper. No GPU imports."""
+the job state machine (transitions, the scheduler façade) and the reaper. No GPU imports."""

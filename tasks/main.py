@@ -185,7 +185,6 @@ def _install_signals(settings, proc, worker_id: str, device: str, consumed: list
                      supervisor_pid: int) -> None:
     from celery import signals
 
-    from zkqueue.coordinator.broker import queue_depths
     from zkqueue.coordinator.keys import SYNTH_QUEUE, worker_queue
     from zkqueue.coordinator.reaper import Reaper
     from zkqueue.coordinator.scheduler import Scheduler
@@ -227,7 +226,7 @@ def _install_signals(settings, proc, worker_id: str, device: str, consumed: list
         watch = SupervisorWatch(supervisor_pid) if proc.alive_file else None
         # ... and its own consumer: one that stopped taking work is replaced the same way.
         consumer = ConsumerWatch(idle=lambda: _connected_holding_no_task(sender),
-                                 waiting=lambda: sum(queue_depths(sched.r, consumed).values()),
+                                 waiting=lambda: sched.waiting(consumed),
                                  stall_s=settings.consumer_stall_s, stop=stop_warm)
 
         def alive(_):
