@@ -12,9 +12,9 @@ import time
 
 from zkqueue.coordinator.broker import TASK_FINALIZE
 from zkqueue.coordinator.keys import FINALIZE_SLOT
-from zkqueue.coordinator.proofs import proof_from_json
 from zkqueue.coordinator.replies import Claimed
 from zkqueue.groth16.errors import Groth16Error
+from zkqueue.groth16.formats.jsonfiles import proof_from_json
 from zkqueue.workers.lease import LeaseKeeper
 
 from . import context
@@ -39,7 +39,7 @@ def _check_all(ctx: context.Context, job_id: str, zkey_sha: str) -> tuple[list[d
         # The public signals must be the witness's own, not whatever the worker reported.
         expected = [str(s) for s in read_wtns(ctx.store.local_path(item.witness)).public_signals(key.n_public)]
         try:
-            proof = proof_from_json(res["proof"])
+            proof = proof_from_json(res["proof"], source=f"partition {i}'s proof")
             if proof.curve is not key.curve:
                 raise ValueError(f"a proof on {proof.curve.name}, the key is on {key.curve.name}")
             if res["public"] != expected:
