@@ -141,6 +141,33 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     assert st.bad_workers[0]["worker"] == "w" and st.bad_workers[0]["fingerprint"] == {"host": "h"}
 
 
+def test_the_facade_answers_each_transition_with_its_typed_reply(queue):
+    """The scheduler parses each script's raw reply once: a claim is Claimed (attempt, Redis's
+    clock) or a Reply saying why not; the record that completes the set is Recorded with the
+    finalize token it elected, and the façade has sent that message itself."""
+    from zkqueue.coordinator.jobs import Priority
+    from zkqueue.coordinator.replies import Claimed, Recorded, Reply, Submitted
+    client = queue.client()
+    s = client.scheduler
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS[:2], request_id="typed")
+    again = s.submit("0" * 32, request_id="typed", priority=Priority.NORMAL, zkey_sha="0" * 64,
+                     witnesses=[("1" * 64, "w.wtns")])
+    assert again == Submitted(job.id, created=False) and again.kind == "exists"
+    now = float(queue.r.time()[0])
+    claims = [s.claim(job.id, i, 1, "w", 1) for i in range(2)]
+    assert all(isinstance(c, Claimed) and c.attempt == 1 and abs(c.started_at - now) < 60 for c in claims), claims
+    assert s.claim(job.id, 0, 1, "w2", 2) == Reply("busy", "w")
+    assert s.claim(job.id, 0, 7, "w2", 2) == Reply("stale", "1")
+    payload = {"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1}
+    fp = {"id": "f", "build": "b"}
+    assert s.record(job.id, 0, 1, "w", payload, fingerprint=fp) == Recorded(finalize_token=None)
+    assert s.record(job.id, 1, 1, "w", payload, fingerprint=fp) == Recorded(finalize_token=1)
+    assert s.record(job.id, 1, 1, "w", payload, fingerprint=fp) == Reply("stale")
+    fin = [_args(m) for m in _queued_messages(queue.r) if m["headers"]["task"] == "zkqueue.finalize"]
+    assert fin == [[job.id, 1]]        # sent by the façade, not by the caller
+    assert s.reap(job.id, 0) == Reply("none")      # proved: no deadline left
+
+
 def test_reaper_resends_a_message_lost_between_commit_and_send(queue):
     client = queue.client()
     sched = client.scheduler
