@@ -197,3 +197,29 @@ def test_the_served_document_is_the_mounted_routes_and_the_docs_page_names_every
     _conforms(_declared_model("GET", "/healthz", 200), anonymous.get("/healthz").json())
     _conforms(models.Error, http.get(f"/v1/jobs/{'0' * 32}").json())
     anonymous.close()
+
+
+def test_requests_are_checked_by_the_models_the_document_declares(api):  # noqa: F811
+    http = api.http(api.key("checks"))
+    cid = upload_circuit(http).json()["circuit_id"]
+    schemas = openapi.document()["components"]["schemas"]
+    proofs = f"/v1/circuits/{cid}/proofs"
+    one = [json.loads(INPUTS[0].read_text())]
+
+    def refused(res, field):
+        assert res.status_code == 422, res.text
+        err = res.json()["error"]
+        assert err["code"] == "invalid_request" and err["detail"]["errors"][0]["field"] == field, err
+        return err["message"]
+    declared = list(schemas["ProofsFromInputs"]["properties"])
+    assert refused(http.post(proofs, json={"inputs": one, "colour": "red"}), "colour") == \
+        f"colour: unknown field (expected {', '.join(declared)})"
+    message = refused(http.post(proofs, json={"inputs": one, "priority": "urgent"}), "priority")
+    assert all(f"'{p}'" in message for p in schemas["Priority"]["enum"]), message
+    refused(http.post(proofs, json={"inputs": one, "all_or_nothing": "maybe"}), "all_or_nothing")
+    witness = ("witness", ("w0.wtns", (ROOT / "tests/fixtures/bn128_chain_10/partitions/witness_0.wtns").read_bytes()))
+    assert schemas["ProofsFromWitnesses"]["properties"]["all_or_nothing"]["enum"] == ["true", "false"]
+    refused(http.post(proofs, files=[witness], data={"all_or_nothing": "maybe"}), "all_or_nothing")
+    assert schemas["CircuitByHash"]["properties"]["zkey_sha256"]["pattern"] == "^[0-9a-f]{64}$"
+    assert "pattern" in refused(http.post("/v1/circuits", json={"zkey_sha256": "ab"}), "zkey_sha256")
+    assert refused(http.post("/v1/circuits", json={}), "zkey_sha256") == "zkey_sha256: required"
