@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,12 +27,6 @@ from .auth import ApiKey
 from .capture import check
 from .errors import ApiError, from_groth16
 from .uploads import Form
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .app import Api
-
-SHA256 = re.compile(r"[0-9a-f]{64}")
 
 ROLES = ("zkey", "wasm", "r1cs")        # the files of a circuit; zkey required
 KIND = {"zkey": "zkey", "wasm": "wasm", "r1cs": "r1cs"}
@@ -193,31 +186,26 @@ def register(r: redis.Redis, key: ApiKey, shas: dict[str, str], metas: dict[str,
     return get(r, key, cid), bool(added)
 
 
-def register_form(a: "Api", key: ApiKey, form: Form) -> tuple[dict, bool]:
-    """POST /v1/circuits's work once the body is read: checks every file (uploaded or named
-    by sha256), commits the uploads, records the circuit for `key`. Returns (the circuit's
-    view with how each file came, True when `key` did not have it before).
+def register_form(r: redis.Redis, store: ArtifactStore, key: ApiKey, form: Form) -> tuple[dict, bool]:
+    """POST /v1/circuits's work once the body is read and its fields checked (api/models.py:
+    CircuitByHash, CircuitUpload): checks every file (uploaded or named by sha256), commits
+    the uploads, records the circuit for `key`. Returns (the circuit's view with how each file
+    came, True when `key` did not have it before).
 
     Raises:
         ApiError: invalid_request, upload_required, digest_mismatch, invalid_zkey,
             invalid_wasm, invalid_r1cs, circuit_mismatch.
     """
     try:
-        return _register_checked(a, key, form)
+        return _register_checked(r, store, key, form)
     finally:
         form.abort()          # whatever was not committed (on success: nothing is left)
 
 
-def _register_checked(a: "Api", key: ApiKey, form: Form) -> tuple[dict, bool]:
-    unknown = set(form.fields) - {f"{role}_sha256" for role in ROLES}
-    if unknown:
-        raise ApiError("invalid_request", f"unknown fields {sorted(unknown)}",
-                       {"expected": [f"{role}_sha256" for role in ROLES], "found": sorted(unknown)})
+def _register_checked(r: redis.Redis, store: ArtifactStore, key: ApiKey, form: Form) -> tuple[dict, bool]:
     metas, shas, how, missing, vk = {}, {}, {}, [], None
     for role in ROLES:
         part, named = form.file(role), form.fields.get(f"{role}_sha256")
-        if named is not None and (not isinstance(named, str) or not SHA256.fullmatch(named)):
-            raise ApiError("invalid_request", f"{role}_sha256 must be 64 lowercase hex digits", {"found": named})
         if part is not None:
             try:
                 if role == "wasm":
@@ -236,7 +224,7 @@ def _register_checked(a: "Api", key: ApiKey, form: Form) -> tuple[dict, bool]:
                                {"file": role, "expected": named, "found": sha})
             metas[role], shas[role] = {**meta, "bytes": part.size}, sha
         elif named is not None:
-            meta = check_stored(a.r, a.store, role, named)
+            meta = check_stored(r, store, role, named)
             if meta is None:
                 missing.append(role)
             else:
@@ -253,11 +241,11 @@ def _register_checked(a: "Api", key: ApiKey, form: Form) -> tuple[dict, bool]:
         how[part.name] = "already_stored" if existed else "stored"
         meta = dict(metas[part.name])
         if part.name == "zkey":
-            meta["vk"] = a.store.put_bytes(vk_bytes(vk))
+            meta["vk"] = store.put_bytes(vk_bytes(vk))
             metas["zkey"] = meta
-        remember(a.r, sha, meta)
+        remember(r, sha, meta)
     wasm = form.file("wasm")       # its name shows in the witness calculator's messages
-    circuit, created = register(a.r, key, shas, metas, wasm.filename if wasm else "circuit.wasm")
+    circuit, created = register(r, key, shas, metas, wasm.filename if wasm else "circuit.wasm")
     return {**circuit.view(), "uploaded": how}, created
 
 

@@ -21,7 +21,7 @@ def serve(settings: Settings, proc: ProcessSettings) -> None:
     logging.basicConfig(level=proc.loglevel, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if proc.api_metrics_port:
         metrics.serve(proc.api_metrics_port, proc.api_host)
-    print(f"zkqueue serve: http://{proc.api_host}:{proc.api_port} (OpenAPI at /openapi.json)"
+    print(f"zkqueue serve: http://{proc.api_host}:{proc.api_port} (docs at /docs, OpenAPI at /openapi.json)"
           + (f", metrics on :{proc.api_metrics_port}/metrics" if proc.api_metrics_port else ""), file=sys.stderr)
     # One process per instance: run more instances (behind a load balancer) to scale, as
     # they share nothing but Redis and the store. Keep-alive idles end after 75 s, longer

@@ -22,10 +22,11 @@ import json
 import time
 
 import anyio
+import redis.asyncio
 from starlette.responses import StreamingResponse
 
 from zkqueue.coordinator import keys
-from zkqueue.coordinator.client import Job
+from zkqueue.coordinator.client import Client, Job
 from zkqueue.coordinator.errors import JobNotFound
 
 from . import views
@@ -38,24 +39,26 @@ def _event(seq: int, name: str, data: dict) -> bytes:
     return f"id: {seq}\nevent: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-def response(a, job_id: str) -> StreamingResponse:
-    """The event stream of a job whose owner the caller has checked."""
-    return StreamingResponse(_stream(a, job_id), media_type="text/event-stream",
+def response(client: Client, aredis: redis.asyncio.Redis, blocking, keepalive_s: float,
+             job_id: str) -> StreamingResponse:
+    """The event stream of a job whose owner the caller has checked: read through `client`
+    in worker threads (`blocking`, ApiState.blocking), woken by the job's notify channel on
+    `aredis`, with a keepalive comment every `keepalive_s` of silence."""
+    return StreamingResponse(_stream(client, aredis, blocking, keepalive_s, job_id), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def _snapshot(a, job_id: str) -> dict:
-    job = Job(a.client, job_id)
+def _snapshot(client: Client, job_id: str) -> dict:
+    job = Job(client, job_id)
     st = job.status()
     return views.job_view(st, views.owner_of(st), views.verified_results(job, st))
 
 
-async def _stream(a, job_id: str):
-    keepalive_s = a.proc.api_sse_keepalive_s
-    pubsub = a.aredis.pubsub(ignore_subscribe_messages=True)
+async def _stream(client: Client, aredis: redis.asyncio.Redis, blocking, keepalive_s: float, job_id: str):
+    pubsub = aredis.pubsub(ignore_subscribe_messages=True)
     try:
         await pubsub.subscribe(keys.notify(job_id))
-        view = await a.blocking(_snapshot, a, job_id)
+        view = await blocking(_snapshot, client, job_id)
         seq = 1
         yield _event(seq, "status", view)
         sent = read = time.monotonic()
@@ -66,7 +69,7 @@ async def _stream(a, job_id: str):
             now = time.monotonic()
             if changed or now - read >= POLL_S:
                 try:
-                    new = await a.blocking(_snapshot, a, job_id)
+                    new = await blocking(_snapshot, client, job_id)
                 except JobNotFound:
                     seq += 1
                     yield _event(seq, "lost", {"job_id": job_id, "message": "the job's record is gone from Redis "

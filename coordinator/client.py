@@ -191,7 +191,7 @@ class Client:
                                     witnesses=list(witnesses or []), inputs=list(inputs or []),
                                     wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "",
                                     r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing)
-        return Job(self, out.detail[0])
+        return Job(self, out.job_id)
 
     def job(self, job_id: str) -> "Job":
         """The job with this id.

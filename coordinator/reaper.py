@@ -7,7 +7,7 @@ lease deadline (or run deadline: alive but hung) passed is re-enqueued with a ne
 `sending` is sent again; a queued slot whose message is gone from the broker, or was taken
 by a consumer that died before claiming it, is sent again with the same token; a slot
 routed to a worker that stopped beating is routed again. Attempts are capped by the
-barrier, which fails the job with the reason when they run out.
+transition scripts, which fail the job with the reason when they run out.
 
 Any process may run a Reaper; a Redis lock (SET NX PX, renewed by its owner) keeps one
 active at a time, and another takes over within the lock TTL if the owner dies.
@@ -28,6 +28,7 @@ from . import keys
 from .broker import queue_lists, unacked_slots
 from .queue_index import QueueIndex
 from .registry import redis_time
+from .replies import Check, Lost, Parked, Reply, Resend
 from .scheduler import Scheduler, what
 
 log = logging.getLogger("zkqueue.reaper")
@@ -97,20 +98,20 @@ class Reaper:
         acted, checks = 0, []
         for raw in due:
             job_id, slot = keys.parse_member(raw.decode())
-            out = self.s.reap(job_id, slot)
-            if out.kind == "resend":
-                log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
-                self.s.send(job_id, slot, int(out.detail[0]), route_to=out.detail[1])
-                acted += 1
-            elif out.kind == "lost":
-                acted += self._lost(job_id, slot, int(out.detail[0]), out.detail[1], out.detail[2] == "1")
-            elif out.kind == "check":
-                checks.append((job_id, slot, int(out.detail[0])))
-            elif out.kind == "parked":
-                acted += self._unpark(job_id, slot, int(out.detail[0]))
-            elif out.kind == "gave_up":
-                log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
-                acted += 1
+            match self.s.reap(job_id, slot):
+                case Resend(token=token, route=route):
+                    log.warning("job %s %s: message not confirmed sent; sending it again", job_id, what(slot))
+                    self.s.send(job_id, slot, token, route_to=route)
+                    acted += 1
+                case Lost(token=token, worker=worker, overdue=overdue):
+                    acted += self._lost(job_id, slot, token, worker, overdue)
+                case Check(token=token):
+                    checks.append((job_id, slot, token))
+                case Parked(token=token):
+                    acted += self._unpark(job_id, slot, token)
+                case Reply(kind="gave_up"):
+                    log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
+                    acted += 1
         if checks:
             acted += self._resend_missing(checks)
         return acted

@@ -1,9 +1,11 @@
 """The one façade over the job state machine: each transition, then the messages it calls for.
 
-The client (submit), the tasks (claim, refresh, record, requeue, ...) and the reaper call
-these methods and nothing below them. Each method first commits its transition (a Lua
-script: coordinator/barrier.py), then sends what it calls for, then marks the slot queued;
-a crash in between leaves a `sending` deadline that the reaper acts on.
+The client (submit), the tasks (claim, refresh, record, requeue, ...; and what they read
+of a job: its files, a slot's record, the recorded results) and the reaper call these
+methods and nothing below them. Each method first commits its transition (a Lua script, run
+by coordinator/transitions.py), then sends what it calls for, then marks the slot queued;
+a crash in between leaves a `sending` deadline that the reaper acts on. Each script's raw
+reply is parsed here, once, into a typed one (coordinator/replies.py).
 
 Slots are named as in coordinator/keys.py: "3" proves partition 3, "s3" computes its
 witness, "finalize" verifies every proof; every kind goes through the same transitions.
@@ -20,15 +22,18 @@ import redis
 from zkqueue.config import Settings
 
 from . import connections, keys
-from .barrier import Barrier, Outcome
-from .broker import RETRY_PRIORITY, Sender
+from .broker import RETRY_PRIORITY, Sender, queue_depths
 from .jobs import Priority
 from .keys import FINALIZE_SLOT
 from .registry import Registry
+from .replies import (Check, Claimed, JobFiles, Lost, Parked, Proved, Recorded, Reply, Reproved, Resend, Sent,
+                      SlotRecord, Submitted)
+from .transitions import Outcome, Transitions
 
 log = logging.getLogger("zkqueue.scheduler")
 
-# The last item of a script's reply when it elected the finalize step (prelude.lua's done()).
+# How a script's reply ends when it elected the finalize step (prelude.lua's done()):
+# "finalize=<token>". Read here alone (_run), and sent at once.
 ELECTED = "finalize="
 
 
@@ -56,7 +61,7 @@ class Scheduler:
     def __init__(self, settings: Settings, client: redis.Redis | None = None):
         self.settings = settings
         self.r = client or connect(settings)
-        self.barrier = Barrier(self.r, settings)
+        self.transitions = Transitions(self.r, settings)
         self.registry = Registry(self.r, ttl_s=settings.heartbeat_ttl_s)
         self._sender: Sender | None = None
 
@@ -90,129 +95,155 @@ class Scheduler:
                 self.sender.send_synthesis(job_id, int(keys.partition_of(slot)), token, priority=priority)
             else:
                 self.sender.send_partition(job_id, int(slot), token, priority=priority, route_to=route_to)
-        self.barrier.run("mark_sent", job_id, slot, token=token)
+        self.transitions.run("mark_sent", job_id, slot, token=token)
 
     def _send_if(self, out: Outcome, job_id: str, slot, *, route_to: str = "", priority: int | None = None
-                 ) -> Outcome:
-        if out.kind == "send":
-            self.send(job_id, slot, int(out.detail[0]), route_to=route_to, priority=priority)
-        return out
+                 ) -> Sent | Reply:
+        """A {'send', token} reply: sends the slot under its new token."""
+        if out.kind != "send":
+            return _reply(out)
+        sent = Sent(int(out.detail[0]))
+        self.send(job_id, slot, sent.token, route_to=route_to, priority=priority)
+        return sent
 
     def _run(self, name: str, job_id: str, slot, **args) -> Outcome:
         """Runs a transition; when it settled the job (every partition ended) and elected the
-        finalize step, sends finalize. Returns the outcome without the election."""
-        out = self.barrier.run(name, job_id, slot, **args)
+        finalize step, sends finalize. Returns the raw reply without the election."""
+        return self._elect(job_id, self.transitions.run(name, job_id, slot, **args))[0]
+
+    def _elect(self, job_id: str, out: Outcome) -> tuple[Outcome, int | None]:
+        """Sends the finalize step a transition's raw reply elected, if it did. Returns the
+        reply without the election, and the elected token (None when none)."""
         if out.detail and out.detail[-1].startswith(ELECTED):
-            self.send(job_id, FINALIZE_SLOT, int(out.detail[-1][len(ELECTED):]))
-            out = Outcome(out.kind, out.detail[:-1])
-        return out
+            token = int(out.detail[-1][len(ELECTED):])
+            self.send(job_id, FINALIZE_SLOT, token)
+            return Outcome(out.kind, out.detail[:-1]), token
+        return out, None
 
     # -- a job's life ----------------------------------------------------------------------
 
     def submit(self, job_id: str, *, request_id: str | None, priority: Priority, zkey_sha: str,
                witnesses: list[tuple[str, str]] = (), inputs: list[tuple[str, str]] = (), wasm_sha: str = "",
-               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False) -> Outcome:
+               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False) -> Submitted:
         """Creates the job and sends its first messages: one per partition (`witnesses`:
         (sha256, file name) pairs), or with `inputs` (the same pairs of input JSON) one
-        witness to compute per partition. Returns "created" (job) or "exists" (the earlier
-        job of `request_id`)."""
-        out = self.barrier.run("submit", job_id, FINALIZE_SLOT, request_id=request_id or "",
-                               priority=priority.value, zkey=zkey_sha,
-                               witnesses=[{"sha": sha, "name": name} for sha, name in witnesses],
-                               inputs=[{"sha": sha, "name": name} for sha, name in inputs],
-                               wasm=wasm_sha, wasm_name=wasm_name, r1cs=r1cs_sha, all_or_nothing=all_or_nothing)
-        if out.kind == "created":
+        witness to compute per partition. Returns the job created, or the earlier job of
+        `request_id` (created False)."""
+        out = self.transitions.run("submit", job_id, FINALIZE_SLOT, request_id=request_id or "",
+                                   priority=priority.value, zkey=zkey_sha,
+                                   witnesses=[{"sha": sha, "name": name} for sha, name in witnesses],
+                                   inputs=[{"sha": sha, "name": name} for sha, name in inputs],
+                                   wasm=wasm_sha, wasm_name=wasm_name, r1cs=r1cs_sha,
+                                   all_or_nothing=all_or_nothing)
+        submitted = Submitted(out.detail[0], created=out.kind == "created")
+        if submitted.created:
             first = [keys.synth_slot(i) for i in range(len(inputs))] if inputs else range(len(witnesses))
             for slot in first:
                 self.send(job_id, slot, 1, priority=priority.broker_priority)
-        return out
+        return submitted
 
     def cancel(self, job_id: str) -> bool:
         """Cancels a job that is not over; False when it already was."""
-        return self.barrier.run("cancel", job_id, FINALIZE_SLOT).kind == "1"
+        return self.transitions.run("cancel", job_id, FINALIZE_SLOT).kind == "1"     # 1 or 0
 
     # -- an attempt ------------------------------------------------------------------------
 
     def claim(self, job_id: str, slot, token: int, worker: str, pid: int, *, fingerprint_id: str = "",
-              run_s: float | None = None) -> Outcome:
-        """Starts an attempt: "ok" (attempt n, started at), or why not: job_over, stale, done,
-        busy, excluded, quarantined, gave_up (its attempts were spent: it failed). The attempt is overdue after `run_s` (default: the
-        configured partition timeout), whatever its lease refreshes say."""
-        return self._run("claim", job_id, slot, token=token, worker=worker, pid=pid,
-                                fingerprint=fingerprint_id,
-                                run_s=self.settings.partition_timeout_s if run_s is None else run_s)
+              run_s: float | None = None) -> Claimed | Reply:
+        """Starts an attempt (Claimed: its number, when), or says why not (Reply): job_over
+        (why: the job's state), stale (the current token), done (the slot's state), busy
+        (the worker holding it), excluded (the excluded workers), quarantined (why: this
+        worker's fingerprint), gave_up (its attempts were spent: it failed). The attempt is
+        overdue after `run_s` (default: the configured partition timeout), whatever its lease
+        refreshes say."""
+        out = self._run("claim", job_id, slot, token=token, worker=worker, pid=pid, fingerprint=fingerprint_id,
+                           run_s=self.settings.partition_timeout_s if run_s is None else run_s)
+        if out.kind == "ok":
+            return Claimed(attempt=int(out.detail[0]), started_at=float(out.detail[1]))
+        return _reply(out)
 
     def refresh(self, job_id: str, slot, token: int, worker: str) -> str:
         """Extends the lease: "ok", "overdue" (past its run deadline), "lost" (someone else
         owns the slot now) or "job_over"."""
-        return self.barrier.run("refresh", job_id, slot, token=token, worker=worker).kind
+        return self.transitions.run("refresh", job_id, slot, token=token, worker=worker).kind
 
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
-               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0) -> Outcome:
+               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0
+               ) -> Recorded | Reply:
         """Stores a partition's proof once (sending finalize when every partition has now
         ended); strikes the fingerprints whose proofs of this partition failed; folds the
-        timings into the runtime averages. Returns "recorded", "duplicate", "stale" or
+        timings into the runtime averages. Returns Recorded, or Reply "duplicate", "stale" or
         "job_over"."""
-        out = self._run("record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
-                        build=_word(fingerprint.get("build", "")))
+        out, elected = self._elect(job_id, self.transitions.run(
+            "record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
+            build=_word(fingerprint.get("build", ""))))
         if out.kind != "recorded":
-            return out
-        if out.detail:
-            self.barrier.run("strike", job_id, index, fingerprints=list(out.detail),
-                             confirmed_by=fingerprint.get("id", ""))
+            return _reply(out)
+        quarantined: tuple[str, ...] = ()
+        if out.detail:      # the fingerprints whose proofs of this partition failed before
+            struck = self.transitions.run("strike", job_id, index, fingerprints=list(out.detail),
+                                          confirmed_by=fingerprint.get("id", ""))
+            # strike.lua answers a bare list of the fingerprints it quarantined (maybe empty).
+            quarantined = (struck.kind, *struck.detail) if struck.kind else ()
         if runtime_field:
-            self.barrier.run("measure", job_id, index, field=runtime_field, prove_s=prove_s, key_load_s=key_load_s)
-        return Outcome("recorded")
+            self.transitions.run("measure", job_id, index, field=runtime_field, prove_s=prove_s,
+                                 key_load_s=key_load_s)
+        return Recorded(finalize_token=elected, quarantined=quarantined)
 
     def witness_ready(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
-                      synth_s: float) -> Outcome:
-        """Hands a computed witness to its partition and sends the prove message: "send"
-        (partition token), "stale" or "job_over"."""
+                      synth_s: float) -> Sent | Reply:
+        """Hands a computed witness to its partition and sends the prove message: Sent (the
+        partition's token), or Reply "stale" or "job_over"."""
         out = self._run("witness_ready", job_id, keys.synth_slot(index), token=token, worker=worker,
-                               witness=witness_sha, synth_s=synth_s)
+                           witness=witness_sha, synth_s=synth_s)
         return self._send_if(out, job_id, index)
 
     def fail_input(self, job_id: str, slot, token: int, worker: str, reason: str) -> bool:
         """Fails the partition now (bad input: not retried; the job too when it is
         all-or-nothing). False when the attempt was not current or the job was over."""
-        return self._run("fail_input", job_id, slot, token=token, worker=worker, reason=reason).kind == "failed"
+        out = self._run("fail_input", job_id, slot, token=token, worker=worker, reason=reason)
+        return out.kind == "failed"
 
     def suspect(self, job_id: str, index: int, token: int, worker: str, fingerprint: dict,
-                reason: str) -> Outcome:
+                reason: str) -> Reply:
         """This attempt's proof failed its own verification: "retry" (the worker is excluded;
-        the caller passes the slot on), "unsatisfied" (with how it was judged: the partition
+        the caller passes the slot on), "unsatisfied" (why: how it was judged; the partition
         failed), "stale", "job_over"."""
-        return self._run("suspect", job_id, index, token=token, worker=worker,
-                         fingerprint_id=fingerprint.get("id", ""), build=_word(fingerprint.get("build", "")),
-                         fingerprint=json.dumps(fingerprint), reason=reason)
+        out = self._run("suspect", job_id, index, token=token, worker=worker,
+                           fingerprint_id=fingerprint.get("id", ""), build=_word(fingerprint.get("build", "")),
+                           fingerprint=json.dumps(fingerprint), reason=reason)
+        return _reply(out)
 
     def requeue(self, job_id: str, slot, token: int, *, event: str, reason: str, exclude: str = "",
-                route_to: str = "", require_expired: bool = False) -> Outcome:
+                route_to: str = "", require_expired: bool = False) -> Sent | Reply:
         """A running attempt ended without a result (an attempt spent): sends the slot again,
-        ahead of fresh work. "send" (new token), "failed" (attempts spent: the partition
-        failed with `reason`, or the job for finalize), "stale", "skip", "job_over"."""
+        ahead of fresh work. Sent (the new token), or Reply "failed" (attempts spent: the
+        partition failed with `reason`, or the job for finalize), "stale", "skip" (why: the
+        slot's state, or "lease alive"), "job_over"."""
         out = self._run("requeue", job_id, slot, token=token, event=event, reason=reason, exclude=exclude,
-                               route=route_to, require_expired=require_expired)
+                           route=route_to, require_expired=require_expired)
         # A retry goes ahead of fresh work: it has waited its turn once already, and its job's
         # other partitions may all be done.
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
     def reroute(self, job_id: str, slot, token: int, *, states: str, event: str, reason: str,
-                route_to: str = "") -> Outcome:
+                route_to: str = "") -> Sent | Reply:
         """Sends the slot to another worker (`route_to`'s own queue, or the shared one when
         "") without spending an attempt. Returns as requeue()."""
         out = self._run("reroute", job_id, slot, token=token, states=states, event=event, reason=reason,
-                        route=route_to)
+                           route=route_to)
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
-    def park(self, job_id: str, slot, token: int, *, states: str, reason: str) -> Outcome:
+    def park(self, job_id: str, slot, token: int, *, states: str, reason: str) -> Reply:
         """No eligible worker is alive for the slot: it waits with no message and holding no
         worker; the reaper sends it on when one appears, or gives it up with `reason` after
-        orphan_timeout_s. Returns "parked", "stale", "skip" or "job_over"."""
-        return self._run("park", job_id, slot, token=token, states=states, reason=reason)
+        orphan_timeout_s. Returns "parked", "stale", "skip" (why: the slot's state) or
+        "job_over"."""
+        out = self._run("park", job_id, slot, token=token, states=states, reason=reason)
+        return _reply(out)
 
     def hand_on(self, job_id: str, slot, token: int, *, leaving: str, states: str, event: str, reason: str,
-                parked_reason: str) -> Outcome:
+                parked_reason: str) -> Sent | Reply:
         """Sends the slot to a live, eligible worker other than `leaving` and those excluded
         from it, or parks it with `parked_reason` when there is none."""
         others = self.eligible_workers(self.excluded(job_id, slot) | {leaving})
@@ -224,44 +255,59 @@ class Scheduler:
     def resend(self, job_id: str, slot, token: int, *, orphan_tag: str = "") -> bool:
         """A queued slot's message is missing, or (`orphan_tag`) its unacknowledged copy lost
         its consumer (dropped here): sends it again with the same token. True when it did."""
-        out = self.barrier.run("resend", job_id, slot, token=token, tag=orphan_tag)
+        out = self.transitions.run("resend", job_id, slot, token=token, tag=orphan_tag)
         if out.kind != "resend":
             return False
-        self.send(job_id, slot, token, route_to=out.detail[0])
+        self.send(job_id, slot, token, route_to=out.detail[0])     # {'resend', route}
         return True
 
     def unserved(self, job_id: str, slot, token: int, *, reason: str) -> str:
         """A queued witness slot whose message waits while live workers exist; `reason` says
         why none of them takes synthesis ("" when one does): "waiting", "served", "failed"
         (the job, after orphan_timeout_s) or "skip"."""
-        return self._run("unserved", job_id, slot, token=token, unserved=bool(reason), reason=reason).kind
+        out = self._run("unserved", job_id, slot, token=token, unserved=bool(reason), reason=reason)
+        return out.kind
 
-    def reap(self, job_id: str, slot) -> Outcome:
-        """The reaper's decision for a slot whose deadline passed: "none", "resend" (token,
-        route), "lost" (token, worker, overdue 1/0), "check" (token, route), "parked"
-        (token) or "gave_up"."""
-        return self._run("reap", job_id, slot)
+    def reap(self, job_id: str, slot) -> Resend | Lost | Check | Parked | Reply:
+        """The reaper's decision for a slot whose deadline passed: Resend, Lost, Check,
+        Parked, or Reply "none" (nothing to do) or "gave_up" (parked too long: it failed)."""
+        out = self._run("reap", job_id, slot)
+        d = out.detail
+        if out.kind == "resend":
+            return Resend(token=int(d[0]), route=d[1])
+        if out.kind == "lost":
+            return Lost(token=int(d[0]), worker=d[1], overdue=d[2] == "1")
+        if out.kind == "check":
+            return Check(token=int(d[0]), route=d[1])
+        if out.kind == "parked":
+            return Parked(token=int(d[0]))
+        return _reply(out)
 
     # -- finalize --------------------------------------------------------------------------
 
-    def reprove(self, job_id: str, token: int, bad: list[dict]) -> Outcome:
+    def reprove(self, job_id: str, token: int, bad: list[dict]) -> Reproved | Reply:
         """Finalize found invalid proofs: drops them, excludes their workers and sends each
         partition again (to item["route_to"]); one whose attempts are spent fails. `bad` items:
-        index, worker, fingerprint, reason, route_to. Returns "send", "stale" or "job_over"."""
+        index, worker, fingerprint, reason, route_to. Returns Reproved, or Reply "stale" or
+        "job_over"."""
         out = self._run("reprove", job_id, FINALIZE_SLOT, token=token, bad=[
             {"index": b["index"], "worker": b["worker"], "fingerprint_id": (b["fingerprint"] or {}).get("id", ""),
              "fingerprint": json.dumps(b["fingerprint"] or {}), "reason": b["reason"], "route": b["route_to"]}
             for b in bad])
-        if out.kind == "send":
-            routes = {str(b["index"]): b["route_to"] for b in bad}
-            for index, tok in zip(out.detail[0::2], out.detail[1::2]):
-                self.send(job_id, index, int(tok), route_to=routes[index])
-        return out
+        if out.kind != "send":
+            return _reply(out)
+        # {'send', index, token, index, token, ...}
+        reproved = Reproved({int(i): int(t) for i, t in zip(out.detail[0::2], out.detail[1::2])})
+        routes = {int(b["index"]): b["route_to"] for b in bad}
+        for index, tok in reproved.sent.items():
+            self.send(job_id, index, tok, route_to=routes[index])
+        return reproved
 
     def finish(self, job_id: str, finalize_token: int, verify_s: float) -> bool:
         """Marks the job done (finalize verified every proved partition), or done with
         failures when some partitions failed alone. False if it was not current."""
-        return self.barrier.run("finish", job_id, FINALIZE_SLOT, token=finalize_token, verify_s=verify_s).kind == "1"
+        out = self.transitions.run("finish", job_id, FINALIZE_SLOT, token=finalize_token, verify_s=verify_s)
+        return out.kind == "1"
 
     # -- where work may go -----------------------------------------------------------------
 
@@ -282,6 +328,58 @@ class Scheduler:
     def excluded(self, job_id: str, slot) -> set[str]:
         """The workers excluded from a slot."""
         return set((self.r.hget(keys.slot(job_id, slot), "excluded") or b"").decode().split())
+
+    # -- what the tasks read -----------------------------------------------------------------
+
+    def job_files(self, job_id: str) -> JobFiles:
+        """The job's key, circuit .wasm (and its name) and .r1cs, by sha256 ("" for none)."""
+        return JobFiles(*(_text(v) for v in self.r.hmget(keys.job(job_id), "zkey", "wasm", "wasm_name", "r1cs")))
+
+    def slot_record(self, job_id: str, slot) -> SlotRecord:
+        """A slot's files, when it was enqueued and whom it has blamed (one read)."""
+        witness, witness_name, inp, input_name, enqueued_at, builds, excluded = (_text(v) for v in self.r.hmget(
+            keys.slot(job_id, slot), "witness", "witness_name", "input", "input_name", "enqueued_at",
+            "invalid_builds", "excluded"))
+        return SlotRecord(witness=witness, witness_name=witness_name, input=inp, input_name=input_name,
+                          enqueued_at=float(enqueued_at) if enqueued_at else None,
+                          invalid_builds=tuple(builds.split()), excluded=tuple(excluded.split()))
+
+    def proved(self, job_id: str) -> dict[int, Proved]:
+        """Every recorded partition result of the job, with the witness it proves, by index."""
+        results = {int(k): json.loads(v) for k, v in self.r.hgetall(keys.results(job_id)).items()}
+        with self.r.pipeline(transaction=False) as p:
+            for i in sorted(results):
+                p.hget(keys.slot(job_id, i), "witness")
+            witnesses = p.execute()
+        return {i: Proved(results[i], _text(w)) for i, w in zip(sorted(results), witnesses)}
+
+    def quarantined(self) -> dict[str, dict]:
+        """The quarantined fingerprints: id -> what strike.lua recorded (fingerprint, strikes,
+        when, why)."""
+        return {_text(fp): json.loads(rec) for fp, rec in self.r.hgetall(keys.quarantine()).items()}
+
+    def is_quarantined(self, fingerprint_id: str) -> bool:
+        return bool(self.r.hexists(keys.quarantine(), fingerprint_id))
+
+    def measured_runtime(self, field: str) -> tuple[float | None, float | None]:
+        """The measured proving and key-loading seconds of `field` (key|device class;
+        measure.lua's averages), None for what was never measured."""
+        prove_s, load_s = self.r.hmget(keys.runtime(), field, f"{field}|load")
+        return (float(prove_s) if prove_s is not None else None, float(load_s) if load_s is not None else None)
+
+    def waiting(self, queues) -> int:
+        """How many messages wait on the broker's `queues` (every priority list of each)."""
+        return sum(queue_depths(self.r, queues).values())
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else (v or "")
+
+
+def _reply(out: Outcome) -> Reply:
+    """A raw reply with no typed form: its kind, and whatever the script added as `why` (one
+    string: a state, a token, a worker, a fingerprint, the excluded workers' list)."""
+    return Reply(out.kind, " ".join(out.detail))
 
 
 def _word(build: str) -> str:

@@ -19,7 +19,7 @@ def worker_config(settings: Settings, *, task_events: bool = True) -> dict:
         # puts its message back at once instead of acking it as a failure.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
-        task_acks_on_failure_or_timeout=True,   # retries are ours (barrier), not Celery's
+        task_acks_on_failure_or_timeout=True,   # retries are ours (the transition scripts), not Celery's
         worker_prefetch_multiplier=1,           # never hold a message another device could run
         worker_concurrency=1,                   # one device, one partition
         worker_pool="prefork",                  # CUDA lives in the child, never in the parent

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from zkqueue.config import ProcessSettings, Settings
-from zkqueue.coordinator import keys
 from zkqueue.coordinator.scheduler import Scheduler
 from zkqueue.coordinator.store import ArtifactStore
 from zkqueue.workers import faults
@@ -82,14 +81,14 @@ class Context:
         of the measured proving time (plus loading, when the key is not in this process's
         cache), or the configured cap when nothing was measured yet."""
         field = f"{zkey_sha}|{self.device_class}"
-        prove_s, load_s = self.scheduler.r.hmget(keys.runtime(), field, f"{field}|load")
+        prove_s, load_s = self.scheduler.measured_runtime(field)
         if prove_s is None:
             return self.settings.partition_timeout_s
-        expected = float(prove_s)
+        expected = prove_s
         if not self.prover.has_key(zkey_sha):
             if load_s is None:
                 return self.settings.partition_timeout_s
-            expected += float(load_s)
+            expected += load_s
         return min(self.settings.partition_timeout_s,
                    max(self.settings.overdue_min_s, self.settings.overdue_factor * expected))
 

@@ -6,16 +6,15 @@ worker's own queue) and the producing worker's fingerprint is recorded on the jo
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 
-from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import TASK_FINALIZE
 from zkqueue.coordinator.keys import FINALIZE_SLOT
-from zkqueue.coordinator.proofs import proof_from_json
+from zkqueue.coordinator.replies import Claimed
 from zkqueue.groth16.errors import Groth16Error
+from zkqueue.groth16.formats.jsonfiles import proof_from_json
 from zkqueue.workers.lease import LeaseKeeper
 
 from . import context
@@ -31,20 +30,16 @@ def _check_all(ctx: context.Context, job_id: str, zkey_sha: str) -> tuple[list[d
     from zkqueue.groth16 import verifier
     from zkqueue.groth16.formats.wtns import read_wtns
 
-    r = ctx.scheduler.r
-    results = {int(k): json.loads(v) for k, v in r.hgetall(keys.results(job_id)).items()}
-    with r.pipeline(transaction=False) as p:
-        for i in sorted(results):
-            p.hget(keys.slot(job_id, i), "witness")
-        witness_shas = dict(zip(sorted(results), (sha.decode() for sha in p.execute())))
+    proved = ctx.scheduler.proved(job_id)
     key, _ = ctx.prover.key(zkey_sha, lambda: ctx.store.local_path(zkey_sha))
     t0 = time.perf_counter()
     bad, checked, proofs, publics = [], [], [], []
-    for i, res in sorted(results.items()):
+    for i, item in sorted(proved.items()):
+        res = item.result
         # The public signals must be the witness's own, not whatever the worker reported.
-        expected = [str(s) for s in read_wtns(ctx.store.local_path(witness_shas[i])).public_signals(key.n_public)]
+        expected = [str(s) for s in read_wtns(ctx.store.local_path(item.witness)).public_signals(key.n_public)]
         try:
-            proof = proof_from_json(res["proof"])
+            proof = proof_from_json(res["proof"], source=f"partition {i}'s proof")
             if proof.curve is not key.curve:
                 raise ValueError(f"a proof on {proof.curve.name}, the key is on {key.curve.name}")
             if res["public"] != expected:
@@ -72,16 +67,16 @@ def run_finalize(job_id: str, token: int) -> str:
     claim = s.claim(job_id, FINALIZE_SLOT, token, ctx.worker_id, os.getpid(), fingerprint_id=ctx.fingerprint["id"])
     if claim.kind in ("excluded", "quarantined"):
         return turn_away(ctx, job_id, FINALIZE_SLOT, token, claim)
-    if claim.kind != "ok":
+    if not isinstance(claim, Claimed):
         log.info("job %s finalize token %d: skipped (%s)", job_id, token, claim.kind)
         return claim.kind
-    zkey_sha = s.r.hget(keys.job(job_id), "zkey").decode()
+    zkey_sha = s.job_files(job_id).zkey
     try:
         with LeaseKeeper(lambda: s.refresh(job_id, FINALIZE_SLOT, token, ctx.worker_id),
                          ctx.settings.lease_refresh_s, stop_grace_s=ctx.settings.stop_grace_s):
             bad, verify_s = _check_all(ctx, job_id, zkey_sha)
     except Exception as exc:
-        return retry_after(ctx, job_id, FINALIZE_SLOT, token, exc, attempt=int(claim.detail[0]))
+        return retry_after(ctx, job_id, FINALIZE_SLOT, token, exc, attempt=claim.attempt)
     if not bad:
         return "done" if s.finish(job_id, token, verify_s) else "stale"
     for item in bad:

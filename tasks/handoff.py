@@ -4,12 +4,11 @@ error (tasks/outcomes.py says which kind)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
 from zkqueue.coordinator import keys
-from zkqueue.coordinator.barrier import Outcome
+from zkqueue.coordinator.replies import Reply
 from zkqueue.coordinator.scheduler import what
 from zkqueue.workers import metrics
 
@@ -24,17 +23,16 @@ def no_healthy_worker_reason(ctx: context.Context, job_id: str, slot) -> str:
     """Why a slot has nowhere to go: the builds whose proofs failed and those quarantined, and
     how to tell a bad witness from a bad build. It never blames the witness: no second build
     has checked it."""
-    r = ctx.scheduler.r
-    builds, excluded = (v.decode() if v else "" for v in r.hmget(keys.slot(job_id, slot), "invalid_builds",
-                                                                 "excluded"))
+    record = ctx.scheduler.slot_record(job_id, slot)
     quarantined = []
-    for raw in r.hvals(keys.quarantine()):
-        fp = json.loads(raw).get("fingerprint") or {}
+    for rec in ctx.scheduler.quarantined().values():
+        fp = rec.get("fingerprint") or {}
         quarantined.append(f"build {fp.get('build', '?')} ({fp.get('backend')} on {fp.get('host')})")
     parts = ["no healthy worker is left to prove it"]
-    if builds:
-        parts.append(f"its proofs from build {', '.join(builds.split())} (workers {', '.join(excluded.split())}) "
-                     "failed verification, and that build has proved no other witness of this key valid")
+    if record.invalid_builds:
+        parts.append(f"its proofs from build {', '.join(record.invalid_builds)} (workers "
+                     f"{', '.join(record.excluded)}) failed verification, and that build has proved no "
+                     "other witness of this key valid")
     if quarantined:
         parts.append(f"quarantined: {'; '.join(quarantined)}")
     parts.append("the witness is not blamed: no second build has checked it. Either the witness or the build "
@@ -52,16 +50,16 @@ def pass_on(ctx: context.Context, job_id: str, slot, token: int, *, states: str,
     return f"passed on ({out.kind}): {why}"
 
 
-def turn_away(ctx: context.Context, job_id: str, slot, token: int, claim: Outcome) -> str:
+def turn_away(ctx: context.Context, job_id: str, slot, token: int, claim: Reply) -> str:
     """A claim refused because this worker is excluded from the slot or quarantined: passes
     the slot on; a quarantined worker then holds its pool slot until an operator clears it."""
     if claim.kind == "excluded":
         return pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
                        why=f"worker {ctx.worker_id} is excluded from {what(slot)}")
     out = pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
-                  why=f"worker {ctx.worker_id} is quarantined (fingerprint {claim.detail[0]})")
+                  why=f"worker {ctx.worker_id} is quarantined (fingerprint {claim.why})")
     wait_while_quarantined(ctx)
-    return f"QUARANTINED {claim.detail[0]}: {out}"
+    return f"QUARANTINED {claim.why}: {out}"
 
 
 def retry_after(ctx: context.Context, job_id: str, slot, token: int, exc: Exception, *, attempt: int) -> str:
@@ -96,5 +94,5 @@ def wait_while_quarantined(ctx: context.Context) -> None:
     deadline = time.monotonic() + min(600.0, ctx.settings.task_time_limit_s / 2)
     log.error("worker %s: build %s (fingerprint %s) is quarantined; taking no work until "
               "`zkqueue quarantine clear %s`", ctx.worker_id, ctx.fingerprint.get("build"), fp, fp)
-    while time.monotonic() < deadline and ctx.scheduler.r.hexists(keys.quarantine(), fp):
+    while time.monotonic() < deadline and ctx.scheduler.is_quarantined(fp):
         time.sleep(QUARANTINE_POLL_S)

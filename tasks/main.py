@@ -104,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
 def _queue_link(settings, worker_id: str, consumed: list[str]):
     """What the worker runtime (workers/process.py) needs of the queue, built on this side of
     the arrows: workers/ never imports coordinator/."""
-    from zkqueue.coordinator.broker import queue_depths
     from zkqueue.coordinator.reaper import Reaper
     from zkqueue.coordinator.scheduler import Scheduler
     from zkqueue.workers.process import QueueLink
@@ -117,7 +116,7 @@ def _queue_link(settings, worker_id: str, consumed: list[str]):
 
     return QueueLink(beat=lambda info: sched.registry.beat(worker_id, info),
                      leave=lambda: sched.registry.remove(worker_id),
-                     waiting=lambda: sum(queue_depths(sched.r, consumed).values()),
+                     waiting=lambda: sched.waiting(consumed),
                      start_reaper=start_reaper)
 
 

@@ -19,6 +19,7 @@ import os
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import TASK_PROVE
+from zkqueue.coordinator.replies import Claimed, SlotRecord
 from zkqueue.workers import metrics
 from zkqueue.workers.lease import LeaseKeeper
 from zkqueue.workers.proving import SelfCheckFailed
@@ -34,17 +35,17 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     """The body of prove_partition; returns what happened (for logs, tests and Flower)."""
     ctx = context.get()
     s = ctx.scheduler
-    zkey_sha = (s.r.hget(keys.job(job_id), "zkey") or b"").decode()
+    zkey_sha = s.job_files(job_id).zkey
     claim = s.claim(job_id, index, token, ctx.worker_id, os.getpid(), fingerprint_id=ctx.fingerprint["id"],
                     run_s=ctx.run_s(zkey_sha) if zkey_sha else None)
     if claim.kind in ("excluded", "quarantined"):
         return turn_away(ctx, job_id, index, token, claim)
-    if claim.kind != "ok":
-        log.info("job %s partition %d token %d: skipped (%s %s)", job_id, index, token, claim.kind,
-                 " ".join(claim.detail))
+    if not isinstance(claim, Claimed):
+        log.info("job %s partition %d token %d: skipped (%s %s)", job_id, index, token, claim.kind, claim.why)
         return claim.kind
-    attempt, started_at = int(claim.detail[0]), float(claim.detail[1])   # Redis's clock, as enqueued_at
-    witness_sha, enqueued_at = (v.decode() for v in s.r.hmget(keys.slot(job_id, index), "witness", "enqueued_at"))
+    attempt, started_at = claim.attempt, claim.started_at     # Redis's clock, as enqueued_at
+    slot = s.slot_record(job_id, index)
+    witness_sha = slot.witness
     try:
         with LeaseKeeper(lambda: s.refresh(job_id, index, token, ctx.worker_id), ctx.settings.lease_refresh_s,
                          stop_grace_s=ctx.settings.stop_grace_s) as lease:
@@ -57,7 +58,7 @@ def run_partition(job_id: str, index: int, token: int) -> str:
         log.error("job %s partition %d: %s (worker %s, build %s)", job_id, index, exc, ctx.worker_id,
                   ctx.fingerprint.get("build"))
         metrics.failed("self_check")
-        broken = _broken_constraint(ctx, job_id, index, witness_sha)
+        broken = _broken_constraint(ctx, job_id, index, slot)
         if broken:
             s.fail_input(job_id, index, token, ctx.worker_id, f"partition {index}: {broken}")
             return "input_error"
@@ -69,7 +70,7 @@ def run_partition(job_id: str, index: int, token: int) -> str:
                            "failed verification")
     except Exception as exc:
         return retry_after(ctx, job_id, index, token, exc, attempt=attempt)
-    timings = dict(proved.timings_s, queued_s=started_at - float(enqueued_at))
+    timings = dict(proved.timings_s, queued_s=started_at - slot.enqueued_at)
     payload = {"proof": proved.proof, "public": proved.public, "fingerprint": ctx.fingerprint,
                "timings_s": timings, "worker": ctx.worker_id, "attempt": attempt}
     return s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
@@ -77,22 +78,22 @@ def run_partition(job_id: str, index: int, token: int) -> str:
                     key_load_s=proved.timings_s["key_load_s"]).kind
 
 
-def _broken_constraint(ctx: context.Context, job_id: str, index: int, witness_sha: str) -> str:
+def _broken_constraint(ctx: context.Context, job_id: str, index: int, slot: SlotRecord) -> str:
     """Checks the witness against the job's .r1cs, if it has one: the message naming the
     broken constraint and the file, or "" (no .r1cs, or every constraint holds: then the
     build, not the witness, made the invalid proof). Only called after a failed self-check."""
     from zkqueue.groth16.errors import InputError
     from zkqueue.groth16.formats.r1cs import check_witness
 
-    r = ctx.scheduler.r
-    r1cs_sha = (r.hget(keys.job(job_id), "r1cs") or b"").decode()
+    s = ctx.scheduler
+    r1cs_sha = s.job_files(job_id).r1cs
     if not r1cs_sha:
         return ""
-    name = (r.hget(keys.slot(job_id, index), "witness_name") or b"").decode()
+    name = slot.witness_name
     if not name:     # computed by a worker from an input file
-        name = f"the witness of {(r.hget(keys.slot(job_id, keys.synth_slot(index)), 'input_name') or b'').decode()}"
+        name = f"the witness of {s.slot_record(job_id, keys.synth_slot(index)).input_name}"
     try:
-        check_witness(ctx.store.local_path(r1cs_sha), ctx.store.local_path(witness_sha), witness_name=name)
+        check_witness(ctx.store.local_path(r1cs_sha), ctx.store.local_path(slot.witness), witness_name=name)
     except InputError as exc:
         return str(exc)
     return ""

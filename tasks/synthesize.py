@@ -24,6 +24,7 @@ import time
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import TASK_SYNTH
+from zkqueue.coordinator.replies import Claimed
 from zkqueue.workers import metrics
 from zkqueue.workers.lease import LeaseKeeper
 
@@ -67,13 +68,12 @@ def run_synthesis(job_id: str, index: int, token: int) -> str:
     ctx = context.get()
     s, slot = ctx.scheduler, keys.synth_slot(index)
     claim = s.claim(job_id, slot, token, ctx.worker_id, os.getpid(), run_s=ctx.settings.partition_timeout_s)
-    if claim.kind != "ok":
-        log.info("job %s synthesis %d token %d: skipped (%s %s)", job_id, index, token, claim.kind,
-                 " ".join(claim.detail))
+    if not isinstance(claim, Claimed):
+        log.info("job %s synthesis %d token %d: skipped (%s %s)", job_id, index, token, claim.kind, claim.why)
         return claim.kind
-    attempt = int(claim.detail[0])
-    wasm_sha, wasm_name = (v.decode() for v in s.r.hmget(keys.job(job_id), "wasm", "wasm_name"))
-    input_sha, input_name = (v.decode() for v in s.r.hmget(keys.slot(job_id, slot), "input", "input_name"))
+    attempt = claim.attempt
+    job, witness = s.job_files(job_id), s.slot_record(job_id, slot)
+    wasm_sha, wasm_name, input_sha, input_name = job.wasm, job.wasm_name, witness.input, witness.input_name
     try:
         with LeaseKeeper(lambda: s.refresh(job_id, slot, token, ctx.worker_id), ctx.settings.lease_refresh_s,
                          stop_grace_s=ctx.settings.stop_grace_s) as lease:

@@ -12,7 +12,7 @@ import sys
 
 import httpx
 
-from api_support import ZKEY, api  # noqa: F401  (fixture)
+from api_support import INPUTS, ZKEY, api, upload_circuit  # noqa: F401  (fixture)
 from queue_support import ROOT, queue  # noqa: F401  (fixture)
 
 from zkqueue.api import errors, openapi, routes
@@ -121,3 +121,97 @@ def test_a_slow_request_gets_504_and_a_server_without_redis_503(queue):  # noqa:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _declared_model(method: str, path: str, status: int):
+    """The model routes.ENDPOINTS declares for a response (the one declaration the document
+    is generated from)."""
+    endpoint = next(e for e in routes.ENDPOINTS if (e.method, e.path) == (method, path))
+    return next(o.schema for o in endpoint.responses if o.status == status)
+
+
+def _conforms(model, body: dict) -> None:
+    """`body` is what `model` declares: it validates, and has no field the model lacks."""
+    from pydantic import BaseModel
+    assert isinstance(model, type) and issubclass(model, BaseModel), model
+    model.model_validate(body)
+    assert set(body) <= set(model.model_fields), set(body) - set(model.model_fields)
+
+
+def test_the_served_document_is_the_mounted_routes_and_the_docs_page_names_every_path(api):  # noqa: F811
+    from zkqueue.api import models
+    from zkqueue.api.app import create_app
+    from zkqueue.config import ProcessSettings, Settings
+
+    doc = httpx.get(f"{api.url}/openapi.json").json()
+    declared = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
+    assert len(declared) == len(routes.ENDPOINTS) >= 12
+    # What the app `zkqueue serve` runs mounts: every declared route, and nothing undeclared
+    # but the page that shows the document.
+    app = create_app(Settings(), ProcessSettings())
+    mounted = {(r.path, m) for r in app.app.routes for m in r.methods if m != "HEAD"}
+    assert declared <= mounted and mounted - declared == {("/docs", "GET")}
+    # ... and the running server answers each declared route (a key-less request: 401, or 200
+    # for the public ones), never "no such route"; an undeclared path is one.
+    anonymous = httpx.Client(base_url=api.url, timeout=30)
+    samples = {"circuit_id": "0" * 32, "job_id": "0" * 32, "index": "0"}
+    for path, method in sorted(declared):
+        op = doc["paths"][path][method.lower()]
+        res = anonymous.request(method, path.format(**samples))
+        assert res.status_code == (200 if op.get("security") == [] else 401), (method, path, res.text)
+    assert anonymous.get("/v1/undeclared").json()["error"]["code"] == "not_found"
+
+    # The docs page: one self-contained HTML page naming every path, method and schema.
+    page = anonymous.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    for path, method in declared:
+        assert f'id="{method.lower()}-{path}"' in html, (method, path)
+    for name in doc["components"]["schemas"]:
+        assert f'id="schema-{name}"' in html, name
+    assert "<script" not in html and not re.search(r'(src|href)="(https?:)?//', html), "fetches nothing"
+
+    # Responses are what the declaration says they are (no field it does not name).
+    http = api.http(api.key("contract"))
+    circuit = upload_circuit(http)
+    assert circuit.status_code == 201, circuit.text
+    _conforms(_declared_model("POST", "/v1/circuits", 201), circuit.json())
+    cid = circuit.json()["circuit_id"]
+    _conforms(_declared_model("GET", "/v1/circuits/{circuit_id}", 200), http.get(f"/v1/circuits/{cid}").json())
+    job = http.post(f"/v1/circuits/{cid}/proofs", json={"inputs": [json.loads(INPUTS[0].read_text())]})
+    assert job.status_code == 201, job.text
+    _conforms(_declared_model("POST", "/v1/circuits/{circuit_id}/proofs", 201), job.json())
+    for p in job.json()["partitions"]:
+        _conforms(models.Partition, p)         # what the Job model's partitions are
+    jid = job.json()["job_id"]
+    _conforms(_declared_model("GET", "/v1/jobs/{job_id}", 200), http.get(f"/v1/jobs/{jid}").json())
+    _conforms(_declared_model("DELETE", "/v1/jobs/{job_id}", 200), http.delete(f"/v1/jobs/{jid}").json())
+    _conforms(_declared_model("GET", "/healthz", 200), anonymous.get("/healthz").json())
+    _conforms(models.Error, http.get(f"/v1/jobs/{'0' * 32}").json())
+    anonymous.close()
+
+
+def test_requests_are_checked_by_the_models_the_document_declares(api):  # noqa: F811
+    http = api.http(api.key("checks"))
+    cid = upload_circuit(http).json()["circuit_id"]
+    schemas = openapi.document()["components"]["schemas"]
+    proofs = f"/v1/circuits/{cid}/proofs"
+    one = [json.loads(INPUTS[0].read_text())]
+
+    def refused(res, field):
+        assert res.status_code == 422, res.text
+        err = res.json()["error"]
+        assert err["code"] == "invalid_request" and err["detail"]["errors"][0]["field"] == field, err
+        return err["message"]
+    declared = list(schemas["ProofsFromInputs"]["properties"])
+    assert refused(http.post(proofs, json={"inputs": one, "colour": "red"}), "colour") == \
+        f"colour: unknown field (expected {', '.join(declared)})"
+    message = refused(http.post(proofs, json={"inputs": one, "priority": "urgent"}), "priority")
+    assert all(f"'{p}'" in message for p in schemas["Priority"]["enum"]), message
+    refused(http.post(proofs, json={"inputs": one, "all_or_nothing": "maybe"}), "all_or_nothing")
+    witness = ("witness", ("w0.wtns", (ROOT / "tests/fixtures/bn128_chain_10/partitions/witness_0.wtns").read_bytes()))
+    assert schemas["ProofsFromWitnesses"]["properties"]["all_or_nothing"]["enum"] == ["true", "false"]
+    refused(http.post(proofs, files=[witness], data={"all_or_nothing": "maybe"}), "all_or_nothing")
+    assert schemas["CircuitByHash"]["properties"]["zkey_sha256"]["pattern"] == "^[0-9a-f]{64}$"
+    assert "pattern" in refused(http.post("/v1/circuits", json={"zkey_sha256": "ab"}), "zkey_sha256")
+    assert refused(http.post("/v1/circuits", json={}), "zkey_sha256") == "zkey_sha256: required"

@@ -202,14 +202,6 @@ print("ok")
 
 # ---- no import cycle -------------------------------------------------------------------------
 
-# TO DROP AT MERGE: the one known cycle, type-only, which another branch of issue 31 removes
-# (api/circuits.py, proofs.py and routes.py import `Api` from app.py under TYPE_CHECKING, and
-# app.py imports them). Exactly this set of modules is excused; any other cycle, or this one
-# grown or shrunk, fails.
-KNOWN_CYCLE_TO_DROP_AT_MERGE_API_TYPE_ONLY = frozenset(
-    {"zkqueue.api.app", "zkqueue.api.circuits", "zkqueue.api.proofs", "zkqueue.api.routes"})
-
-
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Every strongly connected component of more than one module (or a module importing
     itself), as a sorted list: each holds at least one cycle."""
@@ -254,7 +246,7 @@ def test_no_import_cycle_even_through_type_only_imports():
     assert kinds == {"module level", "lazy", "type-only"}, kinds
     assert sum(map(len, edges.values())) > 100
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]   # the finder finds
-    cycles = [c for c in find_cycles(edges) if frozenset(c) != KNOWN_CYCLE_TO_DROP_AT_MERGE_API_TYPE_ONLY]
+    cycles = find_cycles(edges)
     assert not cycles, "import cycles (modules that import each other, directly or around a loop):\n" + "\n".join(
         " <-> ".join(c) for c in cycles)
 

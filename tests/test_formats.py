@@ -74,6 +74,26 @@ def test_json_errors_name_the_field(tmp_path):
         jsonfiles.load_proof(tmp_path / "p.json")
 
 
+def test_a_parsed_proof_object_is_read_as_strictly_as_a_file(tmp_path):
+    """proof_from_json (a proof a worker recorded in a job's results) is load_proof's own
+    parser: the same Proof, the same FormatError naming its source and field."""
+    d = fixture_dir("bn128_chain_10")
+    obj = json.loads((d / "proof.json").read_text())
+    assert jsonfiles.proof_from_json(obj) == jsonfiles.load_proof(d / "proof.json")
+    for field, value, message in [
+            ("pi_a", ["1", "x", "1"], r"pi_a\[1\]: expected a decimal string, found 'x'"),
+            ("pi_c", ["1", "2", "3"], r"pi_c: expected an affine point \(z = 1 or 0\), found z = 3"),
+            ("pi_b", [["1", "2"]], r"pi_b: expected a G2 point"),
+            ("protocol", "plonk", r"protocol is 'plonk', expected \"groth16\""),
+            ("curve", "secp256k1", "unsupported curve 'secp256k1'")]:
+        with pytest.raises(jsonfiles.FormatError, match=rf"^partition 3's proof: {message}"):
+            jsonfiles.proof_from_json(dict(obj, **{field: value}), source="partition 3's proof")
+    with pytest.raises(jsonfiles.FormatError, match=r"^proof\.json: missing \"pi_c\""):
+        jsonfiles.proof_from_json({k: v for k, v in obj.items() if k != "pi_c"})
+    with pytest.raises(jsonfiles.FormatError, match=r"^proof\.json: expected a proof object"):
+        jsonfiles.proof_from_json(["not", "an", "object"])
+
+
 def test_importing_the_core_loads_no_queue_libraries():
     code = "import sys, zkqueue.groth16.prover, zkqueue.groth16.verifier, zkqueue.groth16.cli; " \
            "print(sorted(m for m in ('celery', 'redis', 'kombu') if m in sys.modules))"

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from zkqueue.config import FLEET_VARS, Settings
-from zkqueue.coordinator.barrier import PRELUDE_SETTINGS, SHARED_KEYS, Barrier, script_names, script_spec
+from zkqueue.coordinator.transitions import PRELUDE_SETTINGS, SHARED_KEYS, Transitions, script_names, script_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 PRELUDE_KEYS = {"job", "slot", "deadlines", "events", "routed", "checks"}
@@ -67,8 +67,8 @@ def test_every_caller_passes_exactly_the_scripts_fields():
 
 
 def test_run_refuses_unknown_and_missing_fields_before_redis():
-    barrier = Barrier(redis.Redis(port=1), Settings())      # nothing is sent: the check comes first
+    transitions = Transitions(redis.Redis(port=1), Settings())      # nothing is sent: the check comes first
     with pytest.raises(TypeError, match="refresh.lua takes token, worker; unknown lease"):
-        barrier.run("refresh", "j", 0, token=1, worker="w", lease=5)
+        transitions.run("refresh", "j", 0, token=1, worker="w", lease=5)
     with pytest.raises(TypeError, match="claim.lua takes .*; missing fingerprint, run_s"):
-        barrier.run("claim", "j", 0, token=1, worker="w", pid=1)
+        transitions.run("claim", "j", 0, token=1, worker="w", pid=1)

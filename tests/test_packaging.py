@@ -55,10 +55,10 @@ site = Path(sys.argv[1])
 for m in pkgutil.walk_packages(zkqueue.__path__, "zkqueue."):
     mod = importlib.import_module(m.name)
     assert Path(mod.__file__).is_relative_to(site), (m.name, mod.__file__)
-from zkqueue.coordinator import barrier
+from zkqueue.coordinator import transitions
 from zkqueue.groth16 import native
 from zkqueue import demo
-assert (Path(barrier.__file__).parent / "lua" / "claim.lua").is_file()
+assert (Path(transitions.__file__).parent / "lua" / "claim.lua").is_file()
 assert [p.name for p in native.kernel_sources()] and all(p.is_relative_to(site) for p in native.kernel_sources())
 assert sorted(p.name for p in demo.DATA.iterdir())[:2] == ["circuit_final.zkey", "verification_key.json"]
 print("ok", len(list(pkgutil.walk_packages(zkqueue.__path__, "zkqueue."))))

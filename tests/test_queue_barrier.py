@@ -97,7 +97,7 @@ def test_claim_lease_reaper_and_attempt_cap(queue):
     assert b.claim(job.id, 0, 1, "w1", 1).kind == "stale"        # Celery's late redelivery: ignored
     tokens = sorted(_args(m)[2] for m in _queued_messages(queue.r))
     assert tokens == [1, 2]
-    assert b.claim(job.id, 0, 2, "w2", 2).detail[0] == "2"       # attempt 2
+    assert b.claim(job.id, 0, 2, "w2", 2).attempt == 2           # attempt 2
     wait_until(lambda: reaper.tick() == 1, 5, "attempt 2's lease to lapse: attempts exhausted")
     with pytest.raises(JobFailed, match="partition 0: gave up after 2 attempts") as info:
         job.wait(5)
@@ -115,7 +115,7 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     payload = json.dumps({"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1})
 
     def record(index, token, worker):    # the transition alone (the façade would also send finalize)
-        return b.barrier.run("record", job.id, index, token=token, worker=worker, payload=payload, build="b1")
+        return b.transitions.run("record", job.id, index, token=token, worker=worker, payload=payload, build="b1")
     for i in range(2):
         assert b.claim(job.id, i, 1, "w", 1).kind == "ok"
     assert record(0, 2, "w").kind == "stale"     # fenced: not the current token
@@ -132,7 +132,7 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     assert b.claim(job.id, keys.FINALIZE_SLOT, 1, "w", 1).kind == "ok"
     out = b.reprove(job.id, 1, [{"index": 1, "worker": "w", "fingerprint": {"host": "h"},
                                  "reason": "proof does not verify", "route_to": "other"}])
-    assert out.kind == "send" and out.detail == ("1", "2")
+    assert out.kind == "send" and out.sent == {1: 2}                 # partition 1 sent again, token 2
     assert queue.r.hlen(keys.results(job.id)) == 1
     assert b.claim(job.id, 1, 2, "w", 1).kind == "excluded"          # never the bad worker again
     assert b.claim(job.id, 1, 2, "other", 2).kind == "ok"
@@ -141,15 +141,42 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
     assert st.bad_workers[0]["worker"] == "w" and st.bad_workers[0]["fingerprint"] == {"host": "h"}
 
 
+def test_the_facade_answers_each_transition_with_its_typed_reply(queue):
+    """The scheduler parses each script's raw reply once: a claim is Claimed (attempt, Redis's
+    clock) or a Reply saying why not; the record that completes the set is Recorded with the
+    finalize token it elected, and the façade has sent that message itself."""
+    from zkqueue.coordinator.jobs import Priority
+    from zkqueue.coordinator.replies import Claimed, Recorded, Reply, Submitted
+    client = queue.client()
+    s = client.scheduler
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS[:2], request_id="typed")
+    again = s.submit("0" * 32, request_id="typed", priority=Priority.NORMAL, zkey_sha="0" * 64,
+                     witnesses=[("1" * 64, "w.wtns")])
+    assert again == Submitted(job.id, created=False) and again.kind == "exists"
+    now = float(queue.r.time()[0])
+    claims = [s.claim(job.id, i, 1, "w", 1) for i in range(2)]
+    assert all(isinstance(c, Claimed) and c.attempt == 1 and abs(c.started_at - now) < 60 for c in claims), claims
+    assert s.claim(job.id, 0, 1, "w2", 2) == Reply("busy", "w")
+    assert s.claim(job.id, 0, 7, "w2", 2) == Reply("stale", "1")
+    payload = {"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1}
+    fp = {"id": "f", "build": "b"}
+    assert s.record(job.id, 0, 1, "w", payload, fingerprint=fp) == Recorded(finalize_token=None)
+    assert s.record(job.id, 1, 1, "w", payload, fingerprint=fp) == Recorded(finalize_token=1)
+    assert s.record(job.id, 1, 1, "w", payload, fingerprint=fp) == Reply("stale")
+    fin = [_args(m) for m in _queued_messages(queue.r) if m["headers"]["task"] == "zkqueue.finalize"]
+    assert fin == [[job.id, 1]]        # sent by the façade, not by the caller
+    assert s.reap(job.id, 0) == Reply("none")      # proved: no deadline left
+
+
 def test_reaper_resends_a_message_lost_between_commit_and_send(queue):
     client = queue.client()
     sched = client.scheduler
     job_id = "f" * 32
     # A submitter that died right after committing: slots in `sending`, no message.
-    sched.barrier.settings = queue.settings(send_grace_s=0.001)
-    sched.barrier.run("submit", job_id, keys.FINALIZE_SLOT, request_id="", priority="normal", zkey="0" * 64,
-                      witnesses=[{"sha": "1" * 64, "name": "w.wtns"}], inputs=[], wasm="", wasm_name="", r1cs="",
-                      all_or_nothing=False)
+    sched.transitions.settings = queue.settings(send_grace_s=0.001)
+    sched.transitions.run("submit", job_id, keys.FINALIZE_SLOT, request_id="", priority="normal", zkey="0" * 64,
+                          witnesses=[{"sha": "1" * 64, "name": "w.wtns"}], inputs=[], wasm="", wasm_name="", r1cs="",
+                          all_or_nothing=False)
     assert _queued_messages(queue.r) == []
     reaper = Reaper(sched)
     wait_until(lambda: reaper.tick() == 1, 5, "the reaper to send the message")

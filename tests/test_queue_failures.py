@@ -261,7 +261,7 @@ def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queu
         assert [p.index for p in result.partitions] == [0, 1, 2, 3]
         from zkqueue.groth16 import verifier
         from zkqueue.groth16.formats.jsonfiles import load_verification_key
-        from zkqueue.coordinator.proofs import proof_from_json
+        from zkqueue.groth16.formats.jsonfiles import proof_from_json
         vk = load_verification_key(VK)
         for p in result.partitions:
             assert verifier.verify(vk, proof_from_json(p.proof), [int(s) for s in p.public_signals])

@@ -8,7 +8,7 @@ from queue_support import CHAIN, PARTITIONS, queue, slot_events, wait_until  # n
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import queue_lists
-from zkqueue.coordinator.proofs import proof_from_json
+from zkqueue.groth16.formats.jsonfiles import proof_from_json
 
 
 def test_corrupt_proofs_are_detected_and_reproved_on_another_worker(queue):

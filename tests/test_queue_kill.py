@@ -14,7 +14,7 @@ import time
 from queue_support import CHAIN, PARTITIONS, queue, slot_events, wait_until  # noqa: F401  (fixtures)
 
 from zkqueue.coordinator.jobs import JobState
-from zkqueue.coordinator.proofs import proof_from_json
+from zkqueue.groth16.formats.jsonfiles import proof_from_json
 
 RESTART_LIMIT_S = 15.0
 

@@ -5,7 +5,7 @@ repository, as the design lays them out, and are installed beneath this package
 (pyproject.toml maps them):
 
     zkqueue.groth16      groth16/       the proving core (formats, prover, verifier, backends)
-    zkqueue.coordinator  coordinator/   Client, store, scheduler, reaper: what client code imports
+    zkqueue.coordinator  coordinator/   Client, store, state machine, reaper: what client code imports
     zkqueue.tasks        tasks/         the Celery app and its tasks
     zkqueue.workers      workers/       worker runtime: devices, key cache, leases
     zkqueue.api          api/           `zkqueue serve`, the HTTP API

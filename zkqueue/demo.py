@@ -158,7 +158,7 @@ def _prove_and_check(client, timeout_s: float) -> int:
 
     from zkqueue.coordinator.errors import JobCancelled, JobFailed, WaitTimeout
     from zkqueue.coordinator.progress import Progress
-    from zkqueue.coordinator.proofs import proof_from_json
+    from zkqueue.groth16.formats.jsonfiles import proof_from_json
 
     witnesses = sorted(DATA.glob("witness_*.wtns"))
     job = client.submit(DATA / "circuit_final.zkey", witnesses, priority="normal")

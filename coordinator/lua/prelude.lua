@@ -1,4 +1,4 @@
--- prelude.lua: put in front of every script by barrier.py (so line numbers in Redis's error
+-- prelude.lua: put in front of every script by transitions.py (so line numbers in Redis's error
 -- messages are offset by this file's length).
 --
 -- Every script is called the same way:

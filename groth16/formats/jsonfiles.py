@@ -144,14 +144,24 @@ def load_proof(path: str | Path) -> Proof:
     Raises:
         FormatError: unreadable, not groth16, unknown curve, or a malformed point (named).
     """
+    path = str(path)
+    return proof_from_json(_load(path), source=path)
+
+
+def proof_from_json(obj: Any, *, source: str = "proof.json") -> Proof:
+    """The Proof a parsed proof.json object describes (a file's, or one a worker recorded in
+    a job's results), checked as strictly as a file: groth16, a known curve, every
+    coordinate a field element, affine points. `source` names it in errors.
+
+    Raises:
+        FormatError: not groth16, unknown curve, or a malformed point (named).
+    """
     from ..model import Proof  # noqa: PLC0415
 
-    path = str(path)
-    obj = _load(path)
-    curve = _curve_of(obj, path, "proof")
-    p = _Parser(path, curve)
-    return Proof(curve=curve, a=p.g1(_field(obj, "pi_a", path), "pi_a"),
-                 b=p.g2(_field(obj, "pi_b", path), "pi_b"), c=p.g1(_field(obj, "pi_c", path), "pi_c"))
+    curve = _curve_of(obj, source, "proof")
+    p = _Parser(source, curve)
+    return Proof(curve=curve, a=p.g1(_field(obj, "pi_a", source), "pi_a"),
+                 b=p.g2(_field(obj, "pi_b", source), "pi_b"), c=p.g1(_field(obj, "pi_c", source), "pi_c"))
 
 
 def load_public(path: str | Path, curve: Curve | None = None) -> list[int]:

@@ -16,10 +16,11 @@ each. A script's header names what it takes:
     -- settings: lease_ttl_s max_attempts            fleet settings it reads (from Settings)
     -- keys: quarantine                               shared keys it touches (SHARED_KEYS)
 
-`Barrier.run(name, job, slot, **args)` refuses arguments the header does not name and
+`Transitions.run(name, job, slot, **args)` refuses arguments the header does not name and
 requires every one it does; tests/test_lua_scripts.py checks each header against its
 script's body and every caller in the tree. Only coordinator/scheduler.py calls `run`: it
-pairs each transition with the messages it calls for.
+pairs each transition with the messages it calls for, and turns each script's raw reply
+(an `Outcome`: a kind and strings, as Redis returns a Lua table) into a typed reply once.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ def script_source(name: str) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a script decided: `kind` (e.g. "ok", "stale", "send") and its details."""
+    """A script's raw reply, as it crossed the wire: `kind` (e.g. "ok", "stale", "send") and
+    its other items as strings. Read only by coordinator/scheduler.py, which parses each
+    script's reply into a typed one (Claimed, Lost, Recorded, ...)."""
 
     kind: str
     detail: tuple[str, ...] = ()
@@ -106,7 +109,7 @@ def _outcome(raw) -> Outcome:
     return Outcome(raw.decode() if isinstance(raw, bytes) else str(raw))
 
 
-class Barrier:
+class Transitions:
     """Runs the transition scripts on one Redis database with one set of fleet settings.
 
     Raises redis.RedisError (from run) when Redis cannot be reached.
