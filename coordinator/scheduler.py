@@ -337,12 +337,15 @@ class Scheduler:
 
     def slot_record(self, job_id: str, slot) -> SlotRecord:
         """A slot's files, when it was enqueued and whom it has blamed (one read)."""
-        witness, witness_name, inp, input_name, enqueued_at, builds, excluded = (_text(v) for v in self.r.hmget(
-            keys.slot(job_id, slot), "witness", "witness_name", "input", "input_name", "enqueued_at",
-            "invalid_builds", "excluded"))
-        return SlotRecord(witness=witness, witness_name=witness_name, input=inp, input_name=input_name,
-                          enqueued_at=float(enqueued_at) if enqueued_at else None,
-                          invalid_builds=tuple(builds.split()), excluded=tuple(excluded.split()))
+        return self.slot_records(job_id, [slot])[0]
+
+    def slot_records(self, job_id: str, slots) -> list[SlotRecord]:
+        """slot_record of each of `slots`, in order, in one round trip."""
+        with self.r.pipeline(transaction=False) as p:
+            for slot in slots:
+                p.hmget(keys.slot(job_id, slot), *_SLOT_FIELDS)
+            rows = p.execute()
+        return [_slot_record(*(_text(v) for v in row)) for row in rows]
 
     def proved(self, job_id: str) -> dict[int, Proved]:
         """Every recorded partition result of the job, with the witness it proves, by index."""
@@ -370,6 +373,16 @@ class Scheduler:
     def waiting(self, queues) -> int:
         """How many messages wait on the broker's `queues` (every priority list of each)."""
         return sum(queue_depths(self.r, queues).values())
+
+
+_SLOT_FIELDS = ("witness", "witness_name", "input", "input_name", "enqueued_at", "invalid_builds", "excluded")
+
+
+def _slot_record(witness: str, witness_name: str, inp: str, input_name: str, enqueued_at: str, builds: str,
+                 excluded: str) -> SlotRecord:
+    return SlotRecord(witness=witness, witness_name=witness_name, input=inp, input_name=input_name,
+                      enqueued_at=float(enqueued_at) if enqueued_at else None,
+                      invalid_builds=tuple(builds.split()), excluded=tuple(excluded.split()))
 
 
 def _text(v) -> str:

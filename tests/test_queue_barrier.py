@@ -166,6 +166,15 @@ def test_the_facade_answers_each_transition_with_its_typed_reply(queue):
     fin = [_args(m) for m in _queued_messages(queue.r) if m["headers"]["task"] == "zkqueue.finalize"]
     assert fin == [[job.id, 1]]        # sent by the façade, not by the caller
     assert s.reap(job.id, 0) == Reply("none")      # proved: no deadline left
+    # What the tasks read, through the façade.
+    from zkqueue.coordinator.store import sha256_file
+    records = s.slot_records(job.id, [0, 1])
+    assert [r.witness for r in records] == [sha256_file(p) for p in PARTITIONS[:2]]
+    assert [r.witness_name for r in records] == [p.name for p in PARTITIONS[:2]]
+    assert all(abs(r.enqueued_at - now) < 60 and r.excluded == () for r in records)
+    assert s.slot_record(job.id, 1) == records[1]
+    assert s.job_files(job.id).zkey == sha256_file(CHAIN / "circuit_final.zkey") and s.job_files(job.id).wasm == ""
+    assert sorted(s.proved(job.id)) == [0, 1] and s.proved(job.id)[1].witness == records[1].witness
 
 
 def test_reaper_resends_a_message_lost_between_commit_and_send(queue):
