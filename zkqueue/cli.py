@@ -417,7 +417,7 @@ def add_queue_commands(sub) -> None:
     f.add_argument("--addr", default="0.0.0.0")
     f.set_defaults(func=cmd_flower)
 
-    sv = sub.add_parser("serve", parents=[common], help="the HTTP API (OpenAPI at /openapi.json)")
+    sv = sub.add_parser("serve", parents=[common], help="the HTTP API (docs at /docs, OpenAPI at /openapi.json)")
     sv.add_argument("--host", default=None, help="bind address (default: $ZKQUEUE_API_HOST or 127.0.0.1)")
     sv.add_argument("--port", type=int, default=None, help="default: $ZKQUEUE_API_PORT or 8080")
     sv.set_defaults(func=cmd_serve)
