@@ -364,6 +364,20 @@ def _guarded(method: Callable) -> Callable:
     return wrapper
 
 
+class _Replayable:
+    """An iterable over an iterator's items that can be iterated again: it keeps what it has
+    taken, so a second pass gives those first, then goes on taking."""
+
+    def __init__(self, items):
+        self._it, self._seen = iter(items), []
+
+    def __iter__(self):
+        yield from self._seen
+        for item in self._it:
+            self._seen.append(item)
+            yield item
+
+
 # ---- settings (zkqueue.config reads them) ---------------------------------------------------
 
 def cache_bytes_setting() -> int | None:
@@ -705,6 +719,23 @@ class CudaBackend:
         """
         from . import cuda_prove
         return cuda_prove.prove(self, zkey, witness_std, r, s, cancel=cancel)
+
+    def prove_batch(self, zkey, witnesses, blinding: list[tuple[int, int]], *, cancel=None) -> list:
+        """B proofs of one key in one pass over the device (cuda_prove.prove_batch): each item
+        the proof points (pi_a, pi_b, pi_c as affine LEM bytes) or the InputError its own
+        witness caused, so that a bad witness fails only its own proof.
+
+        Raises:
+            FormatError: a bad coefficient entry (the key's fault: every proof alike).
+            Cancelled: `cancel` was set.
+        """
+        # Replayable: the out-of-memory retry (_guarded) starts over with the witnesses read so far.
+        return self._prove_batch(zkey, _Replayable(witnesses), blinding, cancel=cancel)
+
+    @_guarded
+    def _prove_batch(self, zkey, witnesses, blinding, *, cancel=None) -> list:
+        from . import cuda_prove
+        return cuda_prove.prove_batch(self, zkey, witnesses, blinding, cancel=cancel)
 
     # -- point checks ---------------------------------------------------------------------
 
