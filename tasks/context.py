@@ -32,6 +32,8 @@ class Identity:
     backend: str
     threads: int | None
     key_cache_bytes: int
+    batch: int | None = None            # `--batch N`: most partitions of one key claimed at once (None: by backend)
+    preload: tuple[str, ...] = ()       # `--preload KEY...`: keys (sha256 in the store) loaded at start
 
 
 class Context:
@@ -77,15 +79,16 @@ class Context:
         """What proving times are measured per: the backend and the device model."""
         return f"{self.identity.backend}:{self.fingerprint.get('device_name')}"
 
-    def run_s(self, zkey_sha: str) -> float:
+    def run_s(self, zkey_sha: str, proofs: int = 1) -> float:
         """How long an attempt on this key may run here before it counts as hung: a multiple
-        of the measured proving time (plus loading, when the key is not in this process's
-        cache), or the configured cap when nothing was measured yet."""
+        of the measured proving time (of `proofs` proofs: a batch's members share one run
+        deadline), plus loading when the key is not in this process's cache, or the
+        configured cap when nothing was measured yet."""
         field = f"{zkey_sha}|{self.device_class}"
         prove_s, load_s = self.scheduler.r.hmget(keys.runtime(), field, f"{field}|load")
         if prove_s is None:
             return self.settings.partition_timeout_s
-        expected = float(prove_s)
+        expected = float(prove_s) * proofs
         if not self.prover.has_key(zkey_sha):
             if load_s is None:
                 return self.settings.partition_timeout_s

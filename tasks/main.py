@@ -30,6 +30,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--worker-id", default=None)
     p.add_argument("--threads", type=int, default=None, help="backend threads (CPU)")
     p.add_argument("--loglevel", default=None, help="log level (default $ZKQUEUE_LOGLEVEL, INFO)")
+    p.add_argument("--batch", type=int, default=None, metavar="B",
+                   help="claim up to B partitions of one small key at once (default: 16 on a GPU, 1 on a CPU)")
+    p.add_argument("--preload", nargs="+", default=[], metavar="KEY",
+                   help="proving keys (sha256 in the store, or .zkey files) to load at start")
     p.add_argument("--synthesize", action=argparse.BooleanOptionalAction, default=None,
                    help="also take witness synthesis (zkq.synth); default: on for CPU devices, off for GPUs")
     return p.parse_args(argv)
@@ -130,6 +134,17 @@ def fit_key_cache(budget_bytes: int, device: str) -> int:
     return budget_bytes
 
 
+def _batch(value: int | None) -> int | None:
+    """`--batch B`, checked.
+
+    Raises:
+        ValueError: B below 1.
+    """
+    if value is not None and value < 1:
+        raise ValueError(f"--batch {value}: a batch holds at least 1 partition")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     from zkqueue import config
@@ -155,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         device = device_from_spec(args.device)
         identity = context.Identity(worker_id=worker_id, device=device, backend=backend,
                                     threads=args.threads or proc.threads or None,
-                                    key_cache_bytes=fit_key_cache(proc.key_cache_bytes, args.device))
+                                    key_cache_bytes=fit_key_cache(proc.key_cache_bytes, args.device),
+                                    batch=_batch(args.batch), preload=tuple(args.preload))
         from .app import configure
         app = configure(settings, proc)
         fault = faults.parse(proc.fault)
@@ -202,6 +218,9 @@ def _install_signals(settings, proc, worker_id: str, device: str, consumed: list
         if proc.metrics_port:
             from zkqueue.workers import metrics
             metrics.start_server(proc.metrics_port, device)
+        # ... and its keys are loaded there (`--preload`), on a thread: Celery gives this hook seconds.
+        from . import preload
+        preload.start(context.get())
 
     def info() -> dict:
         import psutil

@@ -69,6 +69,9 @@ class PartitionProver:
         self.faults = faults
         self._backends: dict[str, object] = {}
         self._faked: dict[tuple[str, str], Proved] = {}     # fake-prove (bench only): proved once
+        self._shapes: dict[str, object] = {}                # key sha256 -> KeyShape (batching)
+        self._locks: dict[str, threading.Lock] = {}          # key sha256 -> its load's lock
+        self._locks_lock = threading.Lock()
 
     def backend(self, curve):
         """This process's backend for `curve`, created once (CUDA initialises here, in the child).
@@ -81,6 +84,37 @@ class PartitionProver:
             from zkqueue.groth16.backends import get_backend
             b = self._backends[curve.name] = get_backend(self.backend_kind, curve, threads=self.threads)
         return b
+
+    def shape(self, sha: str, path: Callable[[], Path]):
+        """The key's KeyShape (workers/batching.py), from its header (read once per key;
+        `path()` may fetch the key from the store: it is needed to prove anyway).
+
+        Raises:
+            groth16 FormatError / UnsupportedError: a corrupt or unsupported key.
+        """
+        from zkqueue.groth16.formats.zkey import read_header
+
+        from .batching import KeyShape
+        hit = self._shapes.get(sha)
+        if hit is None:
+            header = read_header(path())
+            hit = self._shapes[sha] = KeyShape(header.domain_size.bit_length() - 1, header.n_vars)
+        return hit
+
+    def device_free_bytes(self) -> int | None:
+        """The free memory of this process's GPU, once a CUDA backend exists here (None before,
+        or on a CPU)."""
+        for b in self._backends.values():
+            memory = getattr(b, "memory", None)
+            if memory is not None:
+                free = memory().get("device_free_bytes")
+                if free is not None:
+                    return int(free)
+        return None
+
+    def _load_lock(self, sha: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(sha, threading.Lock())
 
     def has_key(self, sha: str) -> bool:
         """Whether the key is loaded already (an attempt then needs no load time)."""
@@ -103,13 +137,17 @@ class PartitionProver:
             p = path()
             key = read_zkey(p)
             backend = self.backend(key.curve)
-            key.check_points(backend)   # once per load, not per proof
+            key.check_points(backend)   # once per load, not per proof (on a GPU: the points stay resident)
+            resident_coefs = getattr(backend, "resident_coefs", None)
+            if resident_coefs is not None:   # the GPU's coefficient index, built once per key and kept
+                resident_coefs(key.coefs, key.domain_size)
             size = os.path.getsize(p)
             prepared = self._prepare(backend, key, size)
             return ResidentKey(key, prepared), size + (prepared.planned_bytes if prepared else 0)
 
         t0 = time.perf_counter()
-        resident, cached = self.cache.get(sha, load)
+        with self._load_lock(sha):      # one load per key, whoever asks first (a preload thread, a task)
+            resident, cached = self.cache.get(sha, load)
         metrics.key_cache(cached, self.cache.used_bytes)
         return resident.zkey, 0.0 if cached else time.perf_counter() - t0
 

@@ -579,6 +579,17 @@ class CudaBackend:
             self._mirrors.put(key, coefs, result, row_start.nbytes + 36 * ncoefs)
         return result
 
+    @_guarded
+    def resident_coefs(self, coefs: np.ndarray, domain_size: int) -> None:
+        """Builds the key's coefficient index on the device now (coef_rows, kept in the key
+        cache), so the key's first proof does not pay for it: a worker calls this when it
+        loads a key.
+
+        Raises:
+            FormatError: naming the first bad entry.
+        """
+        self.coef_rows(coefs, domain_size)
+
     def _geq_r(self, words) -> Any:
         """Rows of an (m, 4) uint64 device array that are >= r."""
         xp = self.xp
