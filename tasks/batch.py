@@ -71,11 +71,12 @@ class BatchLeases:
         return "ok" if left or not held else "lost"
 
 
-def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str, limit: int) -> str:
+def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str, limit: int, *,
+              after_failed_self_check) -> str:
     """Claims partition `index` (under `token`) and up to `limit` - 1 more of its job, proves
-    them together and settles each alone; returns what happened (for logs and tests)."""
-    from .partition import after_failed_self_check
-
+    them together and settles each alone; returns what happened (for logs and tests).
+    `after_failed_self_check`: tasks/partition.py's, for a member whose proof fails its check
+    (passed in: partition.py imports this module)."""
     s = ctx.scheduler
     claim = s.claim_batch(job_id, index, token, ctx.worker_id, os.getpid(), max_batch=limit,
                           fingerprint_id=ctx.fingerprint["id"], run_s=ctx.run_s(zkey_sha, proofs=limit))

@@ -25,6 +25,7 @@ from zkqueue.workers.proving import SelfCheckFailed
 
 from . import context
 from .app import app
+from .batch import run_batch
 from .handoff import pass_on, retry_after, turn_away
 
 log = logging.getLogger("zkqueue.task")
@@ -37,8 +38,7 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     zkey_sha = (s.r.hget(keys.job(job_id), "zkey") or b"").decode()
     limit = _batch_limit(ctx, zkey_sha) if zkey_sha else 1
     if limit > 1:
-        from .batch import run_batch
-        return run_batch(ctx, job_id, index, token, zkey_sha, limit)
+        return run_batch(ctx, job_id, index, token, zkey_sha, limit, after_failed_self_check=after_failed_self_check)
     claim = s.claim(job_id, index, token, ctx.worker_id, os.getpid(), fingerprint_id=ctx.fingerprint["id"],
                     run_s=ctx.run_s(zkey_sha) if zkey_sha else None)
     if claim.kind in ("excluded", "quarantined"):
