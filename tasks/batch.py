@@ -9,7 +9,8 @@ member then recorded, failed or retried alone (tasks/partition.py sends small ke
                the job over (cancelled, failed) or the batch's run deadline passed stops the
                whole batch at the next kernel boundary
     prove      PartitionProver.prove_batch: witnesses read ahead on a reader thread, the
-               batch through the device in one pass (CUDA) or in turn (CPU)
+               batch through the device in one pass (CUDA, keys up to 2^16) or in turn
+               (a CPU; a larger key's pipeline of two on a GPU)
     record     each member's proof as soon as it is checked (record.lua: token-fenced,
                HSETNX): a kill between two records loses nothing (the unrecorded members'
                leases lapse and the reaper sends them again) and records nothing twice
@@ -27,6 +28,7 @@ import threading
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.barrier import Outcome
 from zkqueue.coordinator.claims import Member
+from zkqueue.workers.batching import proves_together
 from zkqueue.workers.lease import LeaseKeeper
 from zkqueue.workers.proving import BatchItem, Proved, SelfCheckFailed
 
@@ -99,8 +101,9 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
     try:
         with LeaseKeeper(leases.refresh, ctx.settings.lease_refresh_s,
                          stop_grace_s=ctx.settings.stop_grace_s) as keeper:
+            together = proves_together(ctx.prover.shape(zkey_sha, lambda: ctx.store.local_path(zkey_sha)))
             for i, outcome in ctx.prover.prove_batch(zkey_sha, lambda: ctx.store.local_path(zkey_sha), items,
-                                                     stop=keeper.stop):
+                                                     stop=keeper.stop, together=together):
                 m = members[i]
                 if m.index in leases.lost:
                     ended[i] = "lost"

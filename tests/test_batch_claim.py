@@ -106,3 +106,19 @@ def test_a_dead_batch_holders_members_are_each_requeued_and_cancel_reaches_every
     assert {sched.refresh(job.id, m.index, m.token, "w2") for m in again.members} == {"job_over"}
     assert sched.claim_batch(job.id, 3, 1, "w3", 3, max_batch=2).kind == "job_over"
     sched.close()
+
+
+def test_b_comes_from_the_key_the_backend_and_the_device_memory():
+    from zkqueue.workers.batching import GPU_DEFAULT_BATCH, PIPELINE_DEPTH, KeyShape, batch_limit
+    small, big = KeyShape(12, 5000), KeyShape(20, 1 << 20)
+    assert batch_limit(None, backend="cuda", requested=None) == 1                 # not known yet: alone
+    assert batch_limit(small, backend="cuda", requested=None) == GPU_DEFAULT_BATCH
+    assert batch_limit(small, backend="cuda", requested=1) == 1
+    assert batch_limit(small, backend="cpu", requested=None) == 1                 # a CPU batches when told
+    assert batch_limit(small, backend="cpu", requested=8) == 8
+    assert batch_limit(big, backend="cuda", requested=None) == PIPELINE_DEPTH     # pipelined, not batched
+    assert batch_limit(big, backend="cpu", requested=8) == 1
+    # The device's free memory caps a GPU batch: 24 words per row + the witness, 32 bytes each, half the memory.
+    per_proof = 32 * (24 * 4096 + 5000)
+    assert batch_limit(small, backend="cuda", requested=64, device_free_bytes=10 * per_proof) == 5
+    assert batch_limit(small, backend="cuda", requested=64, device_free_bytes=per_proof) == 1

@@ -59,3 +59,37 @@ def test_a_cancelled_batch_stops():
     w = wtns.read_wtns(CHAIN / "partitions" / "witness_0.wtns")
     with pytest.raises(Cancelled):
         _emulated(key.curve).prove_batch(key, [w.values, w.values], [(1, 2), (3, 4)], cancel=ctypes.c_int(1))
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_the_workers_prover_yields_each_member_alone(tmp_path, together):
+    """workers/proving.PartitionProver.prove_batch on the CPU backend (proved in turn, the next
+    witness read ahead) and on the emulated CUDA backend (in one device pass, `together`):
+    each member's proof verified, a corrupt witness file and a witness that does not satisfy
+    the circuit ending only their own members."""
+    import threading
+
+    from zkqueue.workers import faults
+    from zkqueue.workers.proving import BatchItem, PartitionProver, Proved, SelfCheckFailed
+
+    corrupt = tmp_path / "corrupt.wtns"
+    corrupt.write_bytes(b"not a witness")
+    unsatisfying = tmp_path / "witness_2_stale_wasm.wtns"
+    data = bytearray((CHAIN / "partitions" / "witness_2.wtns").read_bytes())
+    data[-40] ^= 0x5A
+    unsatisfying.write_bytes(bytes(data))
+    paths = [CHAIN / "partitions" / "witness_0.wtns", corrupt, unsatisfying, CHAIN / "partitions" / "witness_1.wtns"]
+    prover = PartitionProver("cpu", threads=1, cache_bytes=1 << 30, faults=faults.parse(""))
+    if together:    # the emulated CUDA backend, made here (a worker makes it from its settings)
+        key = zkey.read_zkey(CHAIN / "circuit_final.zkey")
+        prover._backends[key.curve.name] = _emulated(key.curve)
+    items = [BatchItem(witness_path=(lambda p=p: p), attempt=1) for p in paths]
+    out = dict(prover.prove_batch("k", lambda: CHAIN / "circuit_final.zkey", items, stop=threading.Event(),
+                                  together=together))
+    assert sorted(out) == [0, 1, 2, 3]
+    assert isinstance(out[0], Proved) and isinstance(out[3], Proved)
+    assert isinstance(out[1], InputError) and isinstance(out[2], SelfCheckFailed)
+    key = zkey.read_zkey(CHAIN / "circuit_final.zkey")
+    from zkqueue.coordinator.proofs import proof_from_json
+    for i in (0, 3):
+        assert verifier.verify(key.verification_key, proof_from_json(out[i].proof), [int(s) for s in out[i].public])

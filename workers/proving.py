@@ -172,7 +172,7 @@ class PartitionProver:
         return prepared
 
     def prove_batch(self, zkey_sha: str, zkey_path: Callable[[], Path], items: list[BatchItem], *,
-                    stop: threading.Event) -> Iterator[tuple[int, Proved | BaseException]]:
+                    stop: threading.Event, together: bool = True) -> Iterator[tuple[int, Proved | BaseException]]:
         """Proves B witnesses of one key (a batch claimed in one transition), yielding
         (position in `items`, its Proved or the exception that ended it alone) as each is
         done and verified by this worker. It stops early, yielding nothing more, when `stop`
@@ -180,9 +180,10 @@ class PartitionProver:
         was not proved.
 
         Overlap: one reader thread fetches and reads the witnesses in order, so witness i+1
-        is read from the store and the disk while witness i proves. On a backend with
-        `prove_batch` (CUDA) every proof of the batch goes through the device in one pass
-        (groth16/backends/cuda_prove.py); otherwise they are proved one after another.
+        is read from the store and the disk while witness i proves. With `together`, on a
+        backend with `prove_batch` (CUDA), every proof of the batch goes through the device in
+        one pass (groth16/backends/cuda_prove.py); otherwise they are proved one after another
+        (a pipeline: a larger key's next partition read while this one proves).
 
         Per item: groth16 InputError (a corrupt or mismatched witness, a value >= r),
         SelfCheckFailed (the proof does not verify), or what fetching the witness raised.
@@ -217,7 +218,7 @@ class PartitionProver:
         backend = AttemptBackend(self.backend(key.curve), stop, self.faults, items[0].attempt)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="witness-reader") as reader:
             reads = [reader.submit(read, item) for item in items]
-            if hasattr(backend, "prove_batch"):
+            if together and hasattr(backend, "prove_batch"):
                 yield from self._prove_together(key, key_load_s, backend, reads)
             else:
                 yield from self._prove_in_turn(key, key_load_s, backend, reads)
