@@ -31,7 +31,8 @@ R1CS = CHAIN / "circuit.r1cs"
 RESTART_LIMIT_S = 15.0
 
 
-def start_gpu_worker(queue, *, batch: int, fault: str | None = None) -> WorkerGroup:
+def start_gpu_worker(queue, *, batch: int, fault: str | None = None, backend: str = "cuda",
+                     args: tuple[str, ...] = ()) -> WorkerGroup:
     """`zkqueue worker --backend cuda --batch B` (one worker) on the emulated CUDA backend."""
     _build_native()
     extra = {"ZKQUEUE_CUDA_EMULATION": "1", **({"ZKQUEUE_FAULT": fault} if fault else {})}
@@ -39,8 +40,8 @@ def start_gpu_worker(queue, *, batch: int, fault: str | None = None) -> WorkerGr
     log_path = queue.tmp / f"workers-{len(queue.groups)}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", "1", "--threads",
-                                 "1", "--backend", "cuda", "--batch", str(batch)], cwd=ROOT, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                 "1", "--backend", backend, "--batch", str(batch), *args], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     group = WorkerGroup(proc, log_path, 1, env)
     queue.groups.append(group)
     return group
@@ -164,3 +165,16 @@ def test_cancel_mid_batch_stops_the_rest_of_the_batch(queue, tmp_path):
     assert st.state == JobState.CANCELLED
     assert [len(slot_events(st, i, "proved")) for i in range(4)] == [1, 0, 0, 0]
     assert queue.r.hlen(f"zkq:job:{job.id}:results") == 1
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_a_preloaded_key_is_loaded_before_the_first_partition(queue, backend):
+    """`zkqueue worker --preload KEY`: the key is loaded as the worker starts, so its first
+    partition records no key-load time (and on a GPU, the key is resident already)."""
+    group = start_gpu_worker(queue, batch=1, backend=backend, args=("--preload", str(ZKEY)))
+    queue.ready(group, timeout_s=120)
+    wait_until(lambda: "--preload " in group.log() and " loaded in " in group.log(), 60, "the preload to finish")
+    job = queue.client().submit(ZKEY, PARTITIONS[:1])
+    result = job.wait(60)
+    assert result.partitions[0].timings_s["key_load_s"] == 0.0, result.partitions[0].timings_s
+    assert_snarkjs_accepts(result.partitions, VK, queue.tmp)
