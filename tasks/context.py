@@ -99,7 +99,8 @@ class Context:
     @cached_property
     def prover(self) -> PartitionProver:
         return PartitionProver(self.identity.backend, threads=self.identity.threads,
-                               cache_bytes=self.identity.key_cache_bytes, faults=self.faults)
+                               cache_bytes=self.identity.key_cache_bytes, faults=self.faults,
+                               index_dir=self.proc.cache_path / "coef-index")
 
 
 _configured: tuple[Settings, ProcessSettings, Identity] | None = None

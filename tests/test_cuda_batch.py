@@ -93,3 +93,25 @@ def test_the_workers_prover_yields_each_member_alone(tmp_path, together):
     from zkqueue.coordinator.proofs import proof_from_json
     for i in (0, 3):
         assert verifier.verify(key.verification_key, proof_from_json(out[i].proof), [int(s) for s in out[i].public])
+
+
+def test_the_coefficient_index_is_kept_on_disk_and_read_back(tmp_path):
+    """CudaBackend.resident_coefs: a key's coefficient index built once, kept on disk, read
+    back by another process's backend (no rebuild) for the same proofs; a damaged or foreign
+    file is rebuilt, never trusted."""
+    key = zkey.read_zkey(CHAIN / "circuit_final.zkey")
+    w = wtns.read_wtns(CHAIN / "partitions" / "witness_0.wtns")
+    index = tmp_path / "coef-index" / "thekey.npz"
+    be = _emulated(key.curve)
+    assert be.resident_coefs(key.coefs, key.domain_size, index) == "built" and index.exists()
+    assert be.resident_coefs(key.coefs, key.domain_size, index) == "resident"
+    expected = be.prove_whole(key, w.values, 5, 7)
+    again = _emulated(key.curve)
+    assert again.resident_coefs(key.coefs, key.domain_size, index) == "disk"
+    assert again.prove_whole(key, w.values, 5, 7) == expected
+    other = zkey.read_zkey(fixture_dir("bn128_chain_12") / "circuit_final.zkey")     # another key's shape
+    assert _emulated(key.curve).resident_coefs(other.coefs, other.domain_size, index) == "built"
+    index.write_bytes(index.read_bytes()[:100])                                      # damaged
+    third = _emulated(key.curve)
+    assert third.resident_coefs(key.coefs, key.domain_size, index) == "built"
+    assert third.prove_whole(key, w.values, 5, 7) == expected

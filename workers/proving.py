@@ -62,8 +62,12 @@ class ResidentKey:
 class PartitionProver:
     """Holds the backend and the key cache of one worker process (the Celery pool child)."""
 
-    def __init__(self, backend_kind: str, *, threads: int | None, cache_bytes: int, faults: Faults):
+    def __init__(self, backend_kind: str, *, threads: int | None, cache_bytes: int, faults: Faults,
+                 index_dir: Path | None = None):
+        """`index_dir`: where a GPU keeps each key's coefficient index between processes
+        (None: rebuilt at every load)."""
         self.backend_kind = backend_kind
+        self.index_dir = index_dir
         self.threads = threads
         self.cache = KeyCache(cache_bytes)
         self.faults = faults
@@ -139,8 +143,9 @@ class PartitionProver:
             backend = self.backend(key.curve)
             key.check_points(backend)   # once per load, not per proof (on a GPU: the points stay resident)
             resident_coefs = getattr(backend, "resident_coefs", None)
-            if resident_coefs is not None:   # the GPU's coefficient index, built once per key and kept
-                resident_coefs(key.coefs, key.domain_size)
+            if resident_coefs is not None:   # the GPU's coefficient index: built once per key, kept on disk
+                index_file = self.index_dir / f"{sha}-{key.domain_size}.npz" if self.index_dir else None
+                resident_coefs(key.coefs, key.domain_size, index_file)
             size = os.path.getsize(p)
             prepared = self._prepare(backend, key, size)
             return ResidentKey(key, prepared), size + (prepared.planned_bytes if prepared else 0)
