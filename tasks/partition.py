@@ -71,8 +71,11 @@ def run_partition(job_id: str, index: int, token: int) -> str:
 
 def _batch_limit(ctx: context.Context, zkey_sha: str) -> int:
     """How many partitions of this key to claim at once here (workers/batching.py): 1 on a
-    CPU worker not told otherwise, without reading the key. Memory admission (issue: a
-    worker leaving a partition whose key does not fit it) belongs just before this."""
+    CPU worker not told otherwise, without reading the key.
+
+    The hook for memory admission: a worker that should leave a partition whose key does not
+    fit it (without spending an attempt) decides so here, where the key's shape is known, and
+    does not claim at all."""
     from zkqueue.workers.batching import batch_limit
     backend, requested = ctx.identity.backend, ctx.identity.batch
     if backend != "cuda" and (requested or 1) <= 1:
