@@ -29,15 +29,18 @@
 #   prove    `zkqueue prove --backend cuda` and `zkqueue verify` on bn128 and bls12381 fixtures,
 #            public signals checked against snarkjs's
 #   queue    a redis-server of its own, `zkqueue worker` (the GPUs) and `zkqueue worker --cpu 1`,
-#            an 8-partition job; every proof verified, at least one proved by a CUDA worker
+#            an 8-partition job; every proof verified, at least one proved by a CUDA worker;
+#            then bench/gpu_queue in what is left of the step's limit (gpu_queue.json: proofs/s,
+#            GPU busy, first proof vs steady state, batched vs one at a time; every proof verified)
 #   time     MSMs at 2^16..2^24 (G1 also 2^26), NTTs at 2^20 and 2^24, whole proofs at 2^16, 2^20
 #            and 2^24, each checked exactly (MSMs and proofs by folding the scalars onto the
 #            tiled base points, NTTs against the CPU backend) and against issue 21's targets
 #            (bench/gpu_kernels.py time)
 # Everything goes to one log, gpu_check.log, and a summary, gpu_check.json (with compare.json,
-# time.json, cpu_ref.json and tests.xml beside them, the first three also inside the summary),
-# in $GPU_CHECK_OUT (default: $OUT when set, else bench/results/gpu_check-<UTC time>): seven
-# files. Exit status 0 when no step failed. The run is budgeted to $GPU_CHECK_BUDGET_S
+# time.json, cpu_ref.json, gpu_queue.json and tests.xml beside them; compare, time and
+# gpu_queue also inside the summary), in $GPU_CHECK_OUT (default: $OUT when set, else
+# bench/results/gpu_check-<UTC time>): eight files.
+# Exit status 0 when no step failed. The run is budgeted to $GPU_CHECK_BUDGET_S
 # (default 400 s: under 7 minutes, NVRTC's compiles included); each step's limit is its
 # share plus whatever the steps before it did not use.
 #
@@ -376,6 +379,16 @@ EOF
     done
     "${ZKQ[@]}" status "$job" --json >"$WORK/job.json"
     "${ZKQ[@]}" status --json >"$WORK/workers.json"
+    # The GPU worker through the queue (bench/gpu_queue: its own redis-server and workers, each
+    # stopped by it): proofs/s, GPU busy, first proof vs steady state, batched vs one at a time;
+    # in what is left of this step's limit (runs that do not fit are listed as skipped). The
+    # workers and redis-server above are stopped first: the GPU is the bench's alone.
+    cleanup
+    left=$(( STEP_T0 + LIMIT - $(date +%s) - 15 ))
+    GQ=(--json "$OUTDIR/gpu_queue.json" --budget-s $(( left > 10 ? left : 10 )))
+    [ $DRY = 1 ] && GQ+=(--emulate --partitions 4 --batch 4)
+    timeout $(( left > 30 ? left + 10 : 40 )) "$PY" bench/gpu_queue "${GQ[@]}" 2>&1 | tail -n 12
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "bench/gpu_queue failed (output above)"; exit 1; }
     "$PY" - "$WORK/job.json" "$WORK/workers.json" <<'EOF'
 import json, sys
 job, live = (json.load(open(p)) for p in sys.argv[1:])
@@ -437,7 +450,7 @@ for line in open(steps_path):
 summary = {"host": socket.gethostname(), "dry": dry, "total_s": total, "steps": steps,
            "gpu": gpu_name(),
            "passed": all(s["status"] != "FAIL" for s in steps)}
-for name in ("compare", "time"):
+for name in ("compare", "time", "gpu_queue"):
     p = outdir / f"{name}.json"
     if p.exists():
         summary[name] = json.loads(p.read_text())

@@ -23,6 +23,7 @@ from zkqueue.config import Settings
 
 from . import connections, keys
 from .broker import RETRY_PRIORITY, Sender, queue_depths
+from .claims import BatchClaim
 from .jobs import Priority
 from .keys import FINALIZE_SLOT
 from .registry import Registry
@@ -35,6 +36,9 @@ log = logging.getLogger("zkqueue.scheduler")
 # How a script's reply ends when it elected the finalize step (prelude.lua's done()):
 # "finalize=<token>". Read here alone (_run), and sent at once.
 ELECTED = "finalize="
+# claim_batch.lua reads at most this many slots per partition it may take: a bounded scan
+# (O(batch), whatever the job's size) that still skips partitions others hold.
+BATCH_SCAN_FACTOR = 4
 
 
 def connect(settings: Settings) -> redis.Redis:
@@ -161,6 +165,18 @@ class Scheduler:
         if out.kind == "ok":
             return Claimed(attempt=int(out.detail[0]), started_at=float(out.detail[1]))
         return _reply(out)
+
+    def claim_batch(self, job_id: str, index: int, token: int, worker: str, pid: int, *, max_batch: int,
+                    fingerprint_id: str = "", run_s: float | None = None) -> BatchClaim:
+        """Starts attempts on partition `index` (under `token`, as claim() would) and on up to
+        `max_batch` - 1 queued partitions of the same job after it, each under its own token
+        (coordinator/lua/claim_batch.lua). Every member's attempt is overdue after `run_s`
+        (the whole batch's time; default: the configured partition timeout)."""
+        out = self._run("claim_batch", job_id, index, token=token, worker=worker, pid=pid,
+                        fingerprint=fingerprint_id, max_batch=max(1, int(max_batch)),
+                        scan=BATCH_SCAN_FACTOR * max(1, int(max_batch)),
+                        run_s=self.settings.partition_timeout_s if run_s is None else run_s)
+        return BatchClaim.from_reply(out.kind, out.detail)
 
     def refresh(self, job_id: str, slot, token: int, worker: str) -> str:
         """Extends the lease: "ok", "overdue" (past its run deadline), "lost" (someone else

@@ -31,6 +31,8 @@ class Identity:
     backend: str
     threads: int | None
     key_cache_bytes: int
+    batch: int | None = None            # `--batch N`: most partitions of one key claimed at once (None: by backend)
+    preload: tuple[str, ...] = ()       # `--preload KEY...`: keys (sha256 in the store) loaded at start
 
 
 class Context:
@@ -76,15 +78,16 @@ class Context:
         """What proving times are measured per: the backend and the device model."""
         return f"{self.identity.backend}:{self.fingerprint.get('device_name')}"
 
-    def run_s(self, zkey_sha: str) -> float:
+    def run_s(self, zkey_sha: str, proofs: int = 1) -> float:
         """How long an attempt on this key may run here before it counts as hung: a multiple
-        of the measured proving time (plus loading, when the key is not in this process's
-        cache), or the configured cap when nothing was measured yet."""
+        of the measured proving time (of `proofs` proofs: a batch's members share one run
+        deadline), plus loading when the key is not in this process's cache, or the
+        configured cap when nothing was measured yet."""
         field = f"{zkey_sha}|{self.device_class}"
         prove_s, load_s = self.scheduler.measured_runtime(field)
         if prove_s is None:
             return self.settings.partition_timeout_s
-        expected = prove_s
+        expected = prove_s * proofs
         if not self.prover.has_key(zkey_sha):
             if load_s is None:
                 return self.settings.partition_timeout_s
@@ -95,7 +98,8 @@ class Context:
     @cached_property
     def prover(self) -> PartitionProver:
         return PartitionProver(self.identity.backend, threads=self.identity.threads,
-                               cache_bytes=self.identity.key_cache_bytes, faults=self.faults)
+                               cache_bytes=self.identity.key_cache_bytes, faults=self.faults,
+                               index_dir=self.proc.cache_path / "coef-index")
 
 
 _configured: tuple[Settings, ProcessSettings, Identity] | None = None

@@ -27,6 +27,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--worker-id", default=None)
     p.add_argument("--threads", type=int, default=None, help="backend threads (CPU)")
     p.add_argument("--loglevel", default=None, help="log level (default $ZKQUEUE_LOGLEVEL, INFO)")
+    p.add_argument("--batch", type=int, default=None, metavar="B",
+                   help="claim up to B partitions of one small key at once (default: 16 on a GPU, 1 on a CPU)")
+    p.add_argument("--preload", nargs="+", default=[], metavar="KEY",
+                   help="proving keys (sha256 in the store, or .zkey files) to load at start")
     p.add_argument("--synthesize", action=argparse.BooleanOptionalAction, default=None,
                    help="also take witness synthesis (zkq.synth); default: on for CPU devices, off for GPUs")
     return p.parse_args(argv)
@@ -40,6 +44,17 @@ def queues(worker_id: str, device: str, synthesize: bool | None) -> list[str]:
     if synthesize is None:
         synthesize = not device.startswith("cuda:")     # GPUs prove; CPUs also synthesize
     return [worker_queue(worker_id), SHARED_QUEUE] + ([SYNTH_QUEUE] if synthesize else [])
+
+
+def _batch(value: int | None) -> int | None:
+    """`--batch B`, checked.
+
+    Raises:
+        ValueError: B below 1.
+    """
+    if value is not None and value < 1:
+        raise ValueError(f"--batch {value}: a batch holds at least 1 partition")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         device = device_from_spec(args.device)
         identity = context.Identity(worker_id=worker_id, device=device, backend=backend,
                                     threads=args.threads or proc.threads or None,
-                                    key_cache_bytes=fit_key_cache(proc.key_cache_bytes, args.device))
+                                    key_cache_bytes=fit_key_cache(proc.key_cache_bytes, args.device),
+                                    batch=_batch(args.batch), preload=tuple(args.preload))
         from .app import configure
         app = configure(settings, proc)
         fault = faults.parse(proc.fault)
@@ -91,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                           "fingerprint": context.get().fingerprint},
         link=lambda: _queue_link(settings, worker_id, consumed))
     runtime.connect_signals()
+    if identity.preload:
+        _preload_in_the_pool_child()
     app.worker_main(argv=[
         "worker", "--pool=prefork", "--concurrency=1", f"--hostname={worker_id}@%h",
         f"--queues={','.join(consumed)}", f"--loglevel={(args.loglevel or proc.loglevel).upper()}",
@@ -99,6 +117,15 @@ def main(argv: list[str] | None = None) -> int:
         *([] if proc.task_events else ["--without-heartbeat"]),
     ])
     return ExitCode.OK
+
+
+def _preload_in_the_pool_child() -> None:
+    """`--preload`: the keys are loaded in the pool child (CUDA lives there), on a thread:
+    Celery gives its process-init hook seconds."""
+    from celery import signals
+
+    from . import context, preload
+    signals.worker_process_init.connect(lambda **_: preload.start(context.get()), weak=False)
 
 
 def _queue_link(settings, worker_id: str, consumed: list[str]):

@@ -26,6 +26,7 @@ from zkqueue.workers.proving import SelfCheckFailed
 
 from . import context
 from .app import app
+from .batch import run_batch
 from .handoff import pass_on, retry_after, turn_away
 
 log = logging.getLogger("zkqueue.task")
@@ -36,6 +37,9 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     ctx = context.get()
     s = ctx.scheduler
     zkey_sha = s.job_files(job_id).zkey
+    limit = _batch_limit(ctx, zkey_sha) if zkey_sha else 1
+    if limit > 1:
+        return run_batch(ctx, job_id, index, token, zkey_sha, limit, after_failed_self_check=after_failed_self_check)
     claim = s.claim(job_id, index, token, ctx.worker_id, os.getpid(), fingerprint_id=ctx.fingerprint["id"],
                     run_s=ctx.run_s(zkey_sha) if zkey_sha else None)
     if claim.kind in ("excluded", "quarantined"):
@@ -55,19 +59,7 @@ def run_partition(job_id: str, index: int, token: int) -> str:
         if proved is None:
             return f"stopped ({lease.reason})"
     except SelfCheckFailed as exc:
-        log.error("job %s partition %d: %s (worker %s, build %s)", job_id, index, exc, ctx.worker_id,
-                  ctx.fingerprint.get("build"))
-        metrics.failed("self_check")
-        broken = _broken_constraint(ctx, job_id, index, slot)
-        if broken:
-            s.fail_input(job_id, index, token, ctx.worker_id, f"partition {index}: {broken}")
-            return "input_error"
-        out = s.suspect(job_id, index, token, ctx.worker_id, ctx.fingerprint, str(exc))
-        if out.kind != "retry":
-            return f"invalid proof: {out.kind}"
-        return pass_on(ctx, job_id, index, token, states="running", event="retry",
-                       why=f"the proof from worker {ctx.worker_id} (build {ctx.fingerprint.get('build')}) "
-                           "failed verification")
+        return after_failed_self_check(ctx, job_id, index, token, slot, exc)
     except Exception as exc:
         return retry_after(ctx, job_id, index, token, exc, attempt=attempt)
     timings = dict(proved.timings_s, queued_s=started_at - slot.enqueued_at)
@@ -76,6 +68,46 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     return s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
                     runtime_field=f"{zkey_sha}|{ctx.device_class}", prove_s=proved.timings_s["prove_s"],
                     key_load_s=proved.timings_s["key_load_s"]).kind
+
+
+def _batch_limit(ctx: context.Context, zkey_sha: str) -> int:
+    """How many partitions of this key to claim at once here (workers/batching.py): 1 on a
+    CPU worker not told otherwise, without reading the key.
+
+    The hook for memory admission: a worker that should leave a partition whose key does not
+    fit it (without spending an attempt) decides so here, where the key's shape is known, and
+    does not claim at all."""
+    from zkqueue.workers.batching import batch_limit
+    backend, requested = ctx.identity.backend, ctx.identity.batch
+    if backend != "cuda" and (requested or 1) <= 1:
+        return 1
+    try:
+        shape = ctx.prover.shape(zkey_sha, lambda: ctx.store.local_path(zkey_sha))
+    except Exception as exc:  # noqa: BLE001 - the claim alone path reports it, under a lease
+        log.info("key %s: no batch (%s)", zkey_sha, exc)
+        return 1
+    return batch_limit(shape, backend=backend, requested=requested, device_free_bytes=ctx.prover.device_free_bytes())
+
+
+def after_failed_self_check(ctx: context.Context, job_id: str, index: int, token: int, slot: SlotRecord,
+                            exc: SelfCheckFailed) -> str:
+    """An attempt's proof failed its own check: with the job's .r1cs, a broken constraint
+    fails the partition as bad input; otherwise this worker is suspected (suspect.lua) and
+    the partition passed on. Returns what happened."""
+    s = ctx.scheduler
+    log.error("job %s partition %d: %s (worker %s, build %s)", job_id, index, exc, ctx.worker_id,
+              ctx.fingerprint.get("build"))
+    metrics.failed("self_check")
+    broken = _broken_constraint(ctx, job_id, index, slot)
+    if broken:
+        s.fail_input(job_id, index, token, ctx.worker_id, f"partition {index}: {broken}")
+        return "input_error"
+    out = s.suspect(job_id, index, token, ctx.worker_id, ctx.fingerprint, str(exc))
+    if out.kind != "retry":
+        return f"invalid proof: {out.kind}"
+    return pass_on(ctx, job_id, index, token, states="running", event="retry",
+                   why=f"the proof from worker {ctx.worker_id} (build {ctx.fingerprint.get('build')}) "
+                       "failed verification")
 
 
 def _broken_constraint(ctx: context.Context, job_id: str, index: int, slot: SlotRecord) -> str:

@@ -11,6 +11,7 @@ verification.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 
@@ -35,6 +36,8 @@ class AttemptBackend:
         self.name = inner.name
         if hasattr(inner, "prove_whole"):  # only then: groth16.prover looks for the attribute
             self.prove_whole = self._prove_whole
+        if hasattr(inner, "prove_batch"):  # only then: workers/proving.py looks for it
+            self.prove_batch = self._prove_batch
 
     def _check(self) -> None:
         if self._stop.is_set():
@@ -91,6 +94,46 @@ class AttemptBackend:
         if self._faults.msm_wrong:
             pi_a, pi_c = faults_mod.wrong_a_msm(self._inner, zkey, pi_a, pi_c, s)
         return pi_a, pi_b, pi_c
+
+    def _prove_batch(self, zkey, witnesses, blinding):
+        """The inner backend's prove_batch under this attempt's stop flag (and faults, applied
+        to every proof of the batch as to a proof made alone)."""
+        self._check()
+        if self._faults.hangs(self._attempt):
+            faults_mod.block_in_native_code()
+        with self._relay() as cancel:
+            try:
+                out = self._inner.prove_batch(zkey, witnesses, blinding, cancel=cancel)
+            except Cancelled:
+                raise Stopped("the attempt was stopped") from None
+        if self._faults.msm_wrong:
+            out = [item if isinstance(item, BaseException) else self._wrong(zkey, item, s)
+                   for item, (_r, s) in zip(out, blinding)]
+        return out
+
+    def _wrong(self, zkey, points, s):
+        """A whole proof's points as a bad build's A-query MSM would have made them."""
+        pi_a, pi_b, pi_c = points
+        pi_a, pi_c = faults_mod.wrong_a_msm(self._inner, zkey, pi_a, pi_c, s)
+        return pi_a, pi_b, pi_c
+
+    @contextlib.contextmanager
+    def _relay(self):
+        """A ctypes int set to 1 once the stop flag is set (what the backends poll)."""
+        cancel, done = ctypes.c_int(0), threading.Event()
+
+        def relay_stop():
+            while not self._stop.wait(0.05):
+                if done.is_set():
+                    return
+            cancel.value = 1
+
+        relay = threading.Thread(target=relay_stop, name="stop-relay", daemon=True)
+        relay.start()
+        try:
+            yield cancel
+        finally:
+            done.set()
 
     def __getattr__(self, name):
         # Anything else the prover may use (helpers a backend adds) passes straight through.

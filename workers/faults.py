@@ -10,6 +10,9 @@ injected where the real fault happens, never after the check meant to catch it:
     hang-first           the same, only on a partition's first attempt
     slow:SECONDS         sleep that long after claiming each partition, holding the lease
     slow-first:SECONDS   the same, only on a partition's first attempt
+    slow-record:SECONDS  in a batch (tasks/batch.py), wait that long after recording each
+                         member but the last, holding the other members' leases: a kill lands
+                         between two records of one batch
     corrupt              report corrupted proofs after the worker's own check (pi_c replaced by
                          pi_a: parses, never verifies): a worker that lies, or a corrupting
                          transport, which only finalize can catch
@@ -42,6 +45,7 @@ class Faults:
     hang: bool = False
     hang_first: bool = False
     fake_prove_s: float = 0.0
+    slow_record_s: float = 0.0
 
     @property
     def any(self) -> bool:
@@ -118,10 +122,12 @@ def parse(spec: str | None) -> Faults:
             kw["fake_prove_s"] = float(arg)
         elif name == "slow-first":
             kw["slow_first_s"] = float(arg)
+        elif name == "slow-record":
+            kw["slow_record_s"] = float(arg)
         elif name in flags:
             kw[flags[name]] = True
         else:
             raise ValueError(f"unknown fault {item!r} in ZKQUEUE_FAULT "
-                             f"(slow:S, slow-first:S, fake-prove:S, {', '.join(flags)})")
+                             f"(slow:S, slow-first:S, slow-record:S, fake-prove:S, {', '.join(flags)})")
     return Faults(**kw)
 

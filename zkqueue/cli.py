@@ -232,6 +232,8 @@ def cmd_worker(args) -> int:
     from zkqueue.workers import spawn   # the worker runtime's supervisor
     try:
         extra = [] if args.synthesize is None else ["--synthesize" if args.synthesize else "--no-synthesize"]
+        extra += ["--batch", str(args.batch)] if args.batch is not None else []
+        extra += ["--preload", *args.preload] if args.preload else []
         return spawn.run(args.cpu, threads=args.threads, backend=args.backend, extra_args=extra,
                          env=config.child_environ(settings, proc), metrics_port=proc.metrics_port)
     except LookupError as exc:
@@ -397,6 +399,10 @@ def add_queue_commands(sub) -> None:
                     help="proving keys kept loaded per worker (default: $ZKQUEUE_KEY_CACHE_BYTES or 4 GiB)")
     wk.add_argument("--synthesize", action=argparse.BooleanOptionalAction, default=None,
                     help="take witness synthesis too (default: CPU workers do, GPU workers only prove)")
+    wk.add_argument("--batch", type=int, default=None, metavar="B",
+                    help="claim up to B partitions of one small key (<= 2^16) at once (default: 16 on a GPU, 1 on a CPU)")
+    wk.add_argument("--preload", nargs="+", default=[], metavar="KEY",
+                    help="proving keys (.zkey files, or sha256 names in the store) each worker loads at start")
     wk.set_defaults(func=cmd_worker)
 
     d = sub.add_parser("demo", parents=[common],

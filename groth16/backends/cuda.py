@@ -35,6 +35,7 @@ import logging
 import sys
 import threading
 import weakref
+import zipfile
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -364,6 +365,20 @@ def _guarded(method: Callable) -> Callable:
     return wrapper
 
 
+class _Replayable:
+    """An iterable over an iterator's items that can be iterated again: it keeps what it has
+    taken, so a second pass gives those first, then goes on taking."""
+
+    def __init__(self, items):
+        self._it, self._seen = iter(items), []
+
+    def __iter__(self):
+        yield from self._seen
+        for item in self._it:
+            self._seen.append(item)
+            yield item
+
+
 # ---- settings (zkqueue.config reads them) ---------------------------------------------------
 
 def cache_bytes_setting() -> int | None:
@@ -565,6 +580,59 @@ class CudaBackend:
             self._mirrors.put(key, coefs, result, row_start.nbytes + 36 * ncoefs)
         return result
 
+    @_guarded
+    def resident_coefs(self, coefs: np.ndarray, domain_size: int, index_file=None) -> str:
+        """Puts the key's coefficient index (coef_rows: validated, sorted by row) on the device
+        now and keeps it there with the key's sections, so the key's first proof does not pay
+        for it: a worker calls this when it loads a key.
+
+        `index_file`: where the index is kept on disk between processes (a worker names it
+        after the key's sha256, so the file belongs to exactly one key's bytes). Read when it
+        exists and has the key's shape (then the validation and sort are skipped: they
+        passed when it was written); written (atomically) when the index had to be built.
+
+        Returns "resident" (on the device already), "disk" (read from `index_file`) or
+        "built".
+
+        Raises:
+            FormatError: naming the first bad entry.
+        """
+        from pathlib import Path
+        raw = np.ascontiguousarray(coefs).view(np.uint8).reshape(-1)
+        ncoefs = raw.size // 44
+        key = _Mirrors.key("coefs", coefs, domain_size)
+        if _immutable(coefs) and self._mirrors.get(key) is not None:
+            return "resident"
+        path = Path(index_file) if index_file else None
+        if path is not None and path.exists() and _immutable(coefs):
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    row_start, signal, value = z["row_start"], z["signal"], z["value"]
+                    max_signal = int(z["max_signal"])
+                if (row_start.shape != (2 * domain_size + 1,) or signal.shape != (ncoefs,)
+                        or value.shape != (ncoefs, 4) or row_start.dtype != np.uint32 or signal.dtype != np.uint32
+                        or value.dtype != np.uint64):
+                    raise ValueError(f"shapes {row_start.shape} {signal.shape} {value.shape} are not this key's")
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+                log.warning("coefficient index %s unusable (%s): building it again", path, exc)
+            else:
+                up = self.rt.upload
+                self._mirrors.put(key, coefs, (up(row_start), up(signal), up(value), max_signal),
+                                  row_start.nbytes + 36 * ncoefs)
+                return "disk"
+        row_start, signal, value, max_signal = self.coef_rows(coefs, domain_size)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
+                with open(tmp, "wb") as f:
+                    np.savez(f, row_start=self.rt.download(row_start), signal=self.rt.download(signal),
+                             value=self.rt.download(value), max_signal=np.int64(max_signal))
+                tmp.replace(path)     # whole or absent: a reader never sees half a file
+            except OSError as exc:
+                log.warning("coefficient index not kept at %s: %s", path, exc)
+        return "built"
+
     def _geq_r(self, words) -> Any:
         """Rows of an (m, 4) uint64 device array that are >= r."""
         xp = self.xp
@@ -705,6 +773,23 @@ class CudaBackend:
         """
         from . import cuda_prove
         return cuda_prove.prove(self, zkey, witness_std, r, s, cancel=cancel)
+
+    def prove_batch(self, zkey, witnesses, blinding: list[tuple[int, int]], *, cancel=None) -> list:
+        """B proofs of one key in one pass over the device (cuda_prove.prove_batch): each item
+        the proof points (pi_a, pi_b, pi_c as affine LEM bytes) or the InputError its own
+        witness caused, so that a bad witness fails only its own proof.
+
+        Raises:
+            FormatError: a bad coefficient entry (the key's fault: every proof alike).
+            Cancelled: `cancel` was set.
+        """
+        # Replayable: the out-of-memory retry (_guarded) starts over with the witnesses read so far.
+        return self._prove_batch(zkey, _Replayable(witnesses), blinding, cancel=cancel)
+
+    @_guarded
+    def _prove_batch(self, zkey, witnesses, blinding, *, cancel=None) -> list:
+        from . import cuda_prove
+        return cuda_prove.prove_batch(self, zkey, witnesses, blinding, cancel=cancel)
 
     # -- point checks ---------------------------------------------------------------------
 

@@ -1,0 +1,62 @@
+"""The batch claim's reply, typed (coordinator/lua/claim_batch.lua; Scheduler.claim_batch).
+
+A batch is B partitions of one job (so of one key) that one worker starts in one transition.
+Each member keeps everything a partition claimed alone has: its own token, attempt count,
+lease and run deadline; the worker refreshes, records, retries or gives back each member by
+its own (index, token), through the same transitions as any other attempt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Why the lead partition could not be claimed (then nothing was): as claim.lua says.
+REFUSALS = ("job_over", "stale", "done", "busy", "excluded", "quarantined", "gave_up")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One partition of a batch: its index, the token it was claimed under, its attempt."""
+
+    index: int
+    token: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class BatchClaim:
+    """What claim_batch decided.
+
+    `kind` is "ok" (then `members` holds the lead first, and `started_at` is Redis's time of
+    the claim) or one of REFUSALS (then `members` is empty and `detail` says more, as
+    claim.lua's reply: the current token for "stale", the holder for "busy", ...).
+    """
+
+    kind: str
+    members: tuple[Member, ...] = ()
+    started_at: float = 0.0
+    detail: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+    @property
+    def lead(self) -> Member:
+        """The partition whose message started this claim."""
+        return self.members[0]
+
+    @classmethod
+    def from_reply(cls, kind: str, detail: tuple[str, ...]) -> "BatchClaim":
+        """Parses the script's reply (its first item split off as `kind`).
+
+        Raises:
+            ValueError: an "ok" reply whose members are not (index, token, attempt) triples.
+        """
+        if kind != "ok":
+            return cls(kind, detail=detail)
+        started_at, rest = float(detail[0]), detail[2:]
+        if not rest or len(rest) % 3:
+            raise ValueError(f"claim_batch.lua replied {detail!r}: members are not (index, token, attempt) triples")
+        members = tuple(Member(int(rest[i]), int(rest[i + 1]), int(rest[i + 2])) for i in range(0, len(rest), 3))
+        return cls(kind, members, started_at)

@@ -1,0 +1,124 @@
+"""The batch claim (coordinator/lua/claim_batch.lua) on a real Redis, without worker processes:
+one transition takes up to B partitions of one job, each with its own token, attempt, lease
+and fencing; what it must not take; what the reaper and cancel do to a batch."""
+
+from __future__ import annotations
+
+import json
+
+from queue_support import CHAIN, PARTITIONS, queue, wait_until  # noqa: F401  (fixture)
+
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.claims import BatchClaim, Member
+from zkqueue.coordinator.jobs import SlotState
+from zkqueue.coordinator.reaper import Reaper
+
+PAYLOAD = json.dumps({"proof": {}, "public": [], "fingerprint": {}, "timings_s": {}, "worker": "w", "attempt": 1})
+
+
+def _sched(queue, **kw):
+    from zkqueue.coordinator.scheduler import Scheduler
+    return Scheduler(queue.settings(**kw))
+
+
+def _record(sched, job_id, index, token, worker):
+    """record.lua alone (the façade would also send finalize)."""
+    return sched.barrier.run("record", job_id, index, token=token, worker=worker, payload=PAYLOAD, build="b").kind
+
+
+def test_one_transition_claims_b_partitions_each_with_its_own_token_attempt_and_lease(queue):
+    client = queue.client()
+    sched = _sched(queue)
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS + PARTITIONS[:2])     # 6 partitions
+    claim = sched.claim_batch(job.id, 0, 1, "w1", 11, max_batch=3)
+    assert isinstance(claim, BatchClaim) and claim.ok
+    assert claim.members == (Member(0, 1, 1), Member(1, 1, 1), Member(2, 1, 1))
+    st = job.status()
+    assert [p.state for p in st.partitions] == [SlotState.RUNNING] * 3 + [SlotState.QUEUED] * 3
+    for i in range(3):       # each member has its own lease deadline, and its own 'started' event naming the batch
+        assert queue.r.zscore(keys.deadlines(), keys.member(job.id, i)) is not None
+        assert [(e["event"], e["batch"], e["worker"]) for e in st.partitions[i].events] == [("started", "0", "w1")]
+        assert queue.r.hget(keys.slot(job.id, i), "worker") == b"w1"
+
+    # Each member is fenced alone: a record or refresh under another member's token, or by
+    # another worker, changes nothing.
+    assert sched.refresh(job.id, 1, 1, "w1") == "ok"
+    assert sched.refresh(job.id, 1, 1, "w2") == "lost"
+    assert _record(sched, job.id, 1, 2, "w1") == "stale"
+    assert _record(sched, job.id, 1, 1, "w1") == "recorded"
+    assert _record(sched, job.id, 1, 1, "w1") == "stale"        # a second record of a member: nothing
+    # The members' own messages, delivered later, find them busy or proved.
+    assert sched.claim(job.id, 2, 1, "w2", 22).kind == "busy"
+    assert sched.claim_batch(job.id, 1, 1, "w2", 22, max_batch=4).kind == "done"
+
+    # The next batch starts at its lead and skips what others hold, wrapping around the job.
+    second = sched.claim_batch(job.id, 4, 1, "w2", 22, max_batch=6)
+    assert [m.index for m in second.members] == [4, 5, 3]
+    assert queue.r.hlen(keys.results(job.id)) == 1
+    sched.close()
+
+
+def test_companions_are_only_partitions_this_worker_may_take_now(queue):
+    client = queue.client()
+    sched = _sched(queue, max_attempts=2)
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS + PARTITIONS)          # 8 partitions
+    r = queue.r
+    r.hset(keys.slot(job.id, 1), "excluded", "w0 w1")       # this worker made a bad proof of it
+    r.hset(keys.slot(job.id, 2), "routed_to", "w9")         # sent to another worker's own queue
+    r.hset(keys.slot(job.id, 3), "attempts", 2)             # attempts spent: its own message gives it up
+    assert sched.claim(job.id, 4, 1, "w7", 7).kind == "ok"  # held by another worker
+    r.hset(keys.slot(job.id, 6), "routed_to", "w1")         # routed to this very worker: fine
+    claim = sched.claim_batch(job.id, 0, 1, "w1", 1, max_batch=8)
+    assert [m.index for m in claim.members] == [0, 5, 6, 7]
+    st = job.status()
+    for i in (1, 2, 3):
+        assert st.partitions[i].state == SlotState.QUEUED and r.hget(keys.slot(job.id, i), "attempts") in (None, b"0", b"2")
+    # A lead this worker may not take claims nothing at all.
+    assert sched.claim_batch(job.id, 1, 1, "w1", 1, max_batch=8).kind == "excluded"
+    assert sched.claim_batch(job.id, 2, 2, "w1", 1, max_batch=8).kind == "stale"
+    assert job.status().partitions[2].state == SlotState.QUEUED
+    # The scan is bounded: with max_batch 1 only the lead is read and taken.
+    job2 = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+    assert [m.index for m in sched.claim_batch(job2.id, 2, 1, "w1", 1, max_batch=1).members] == [2]
+    sched.close()
+
+
+def test_a_dead_batch_holders_members_are_each_requeued_and_cancel_reaches_every_member(queue):
+    client = queue.client()
+    sched = _sched(queue, lease_ttl_s=0.3)
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+    claim = sched.claim_batch(job.id, 0, 1, "w1", 1, max_batch=3)
+    assert _record(sched, job.id, 0, 1, "w1") == "recorded"      # one member recorded, then the holder dies
+    reaper = Reaper(sched)
+    wait_until(lambda: reaper.tick() >= 1 and all(
+        queue.r.hget(keys.slot(job.id, i), "state") == b"queued" for i in (1, 2)), 5,
+        "the unrefreshed leases of members 1 and 2 to be reaped")
+    st = job.status()
+    assert st.partitions[0].state == SlotState.PROVED and len(st.partitions[0].events) == 2
+    for i in (1, 2):           # requeued alone, with a new token, one attempt spent
+        assert [e["event"] for e in st.partitions[i].events] == ["started", "lost"]
+        assert queue.r.hget(keys.slot(job.id, i), "token") == b"2"
+        assert _record(sched, job.id, i, 1, "w1") == "stale"      # the dead holder's late record
+    assert [m.attempt for m in claim.members] == [1, 1, 1]
+    again = sched.claim_batch(job.id, 1, 2, "w2", 2, max_batch=4)
+    assert [(m.index, m.token, m.attempt) for m in again.members] == [(1, 2, 2), (2, 2, 2), (3, 1, 1)]
+    assert sched.cancel(job.id)
+    assert {sched.refresh(job.id, m.index, m.token, "w2") for m in again.members} == {"job_over"}
+    assert sched.claim_batch(job.id, 3, 1, "w3", 3, max_batch=2).kind == "job_over"
+    sched.close()
+
+
+def test_b_comes_from_the_key_the_backend_and_the_device_memory():
+    from zkqueue.workers.batching import GPU_DEFAULT_BATCH, PIPELINE_DEPTH, KeyShape, batch_limit
+    small, big = KeyShape(12, 5000), KeyShape(20, 1 << 20)
+    assert batch_limit(None, backend="cuda", requested=None) == 1                 # not known yet: alone
+    assert batch_limit(small, backend="cuda", requested=None) == GPU_DEFAULT_BATCH
+    assert batch_limit(small, backend="cuda", requested=1) == 1
+    assert batch_limit(small, backend="cpu", requested=None) == 1                 # a CPU batches when told
+    assert batch_limit(small, backend="cpu", requested=8) == 8
+    assert batch_limit(big, backend="cuda", requested=None) == PIPELINE_DEPTH     # pipelined, not batched
+    assert batch_limit(big, backend="cpu", requested=8) == 1
+    # The device's free memory caps a GPU batch: 24 words per row + the witness, 32 bytes each, half the memory.
+    per_proof = 32 * (24 * 4096 + 5000)
+    assert batch_limit(small, backend="cuda", requested=64, device_free_bytes=10 * per_proof) == 5
+    assert batch_limit(small, backend="cuda", requested=64, device_free_bytes=per_proof) == 1
