@@ -23,53 +23,17 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
 
 from zkqueue.coordinator.claims import Member
 from zkqueue.coordinator.replies import Reply, SlotRecord
 from zkqueue.workers.batching import proves_together
-from zkqueue.workers.lease import LeaseKeeper
+from zkqueue.workers.lease import BatchLeases, LeaseKeeper
 from zkqueue.workers.proving import BatchItem, Proved, SelfCheckFailed
 
 from . import context
 from .handoff import retry_after, turn_away
 
 log = logging.getLogger("zkqueue.task")
-
-
-class BatchLeases:
-    """Refreshes the leases of a batch's members that are still in hand, each by its own token.
-
-    `refresh()` is what LeaseKeeper calls: "ok" while some member is held; "job_over" or
-    "overdue" (every member shares the job and the run deadline) stop the whole batch; a
-    member another worker holds now is put in `lost` and left out; "lost" when none is left.
-    """
-
-    def __init__(self, scheduler, job_id: str, members: tuple[Member, ...], worker: str):
-        self.s, self.job_id, self.members, self.worker = scheduler, job_id, members, worker
-        self.lost: set[int] = set()
-        self._ended: set[int] = set()
-        self._lock = threading.Lock()
-
-    def ended(self, index: int) -> None:
-        """The member has been recorded, failed or handed on: no more refreshes for it."""
-        with self._lock:
-            self._ended.add(index)
-
-    def refresh(self) -> str:
-        with self._lock:
-            held = [m for m in self.members if m.index not in self._ended and m.index not in self.lost]
-        for m in held:
-            verdict = self.s.refresh(self.job_id, m.index, m.token, self.worker)
-            if verdict == "lost":
-                log.warning("job %s partition %d: lease lost; dropped from the batch", self.job_id, m.index)
-                with self._lock:
-                    self.lost.add(m.index)
-            elif verdict != "ok":
-                return verdict
-        with self._lock:
-            left = [m for m in self.members if m.index not in self._ended and m.index not in self.lost]
-        return "ok" if left or not held else "lost"
 
 
 def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str, limit: int, *,
@@ -90,7 +54,8 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
     members = claim.members
     slots = s.slot_records(job_id, [m.index for m in members])
     log.info("job %s: batch of %d partitions %s", job_id, len(members), [m.index for m in members])
-    leases = BatchLeases(s, job_id, members, ctx.worker_id)
+    leases = BatchLeases(lambda index, token: s.refresh(job_id, index, token, ctx.worker_id),
+                         [(m.index, m.token) for m in members], what=f"job {job_id}")
     items = [BatchItem(witness_path=functools.partial(ctx.store.local_path, slot.witness), attempt=m.attempt)
              for m, slot in zip(members, slots)]
     ended: dict[int, str] = {}

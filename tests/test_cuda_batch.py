@@ -90,7 +90,7 @@ def test_the_workers_prover_yields_each_member_alone(tmp_path, together):
     assert isinstance(out[0], Proved) and isinstance(out[3], Proved)
     assert isinstance(out[1], InputError) and isinstance(out[2], SelfCheckFailed)
     key = zkey.read_zkey(CHAIN / "circuit_final.zkey")
-    from zkqueue.coordinator.proofs import proof_from_json
+    from zkqueue.groth16.formats.jsonfiles import proof_from_json
     for i in (0, 3):
         assert verifier.verify(key.verification_key, proof_from_json(out[i].proof), [int(s) for s in out[i].public])
 

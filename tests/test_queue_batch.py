@@ -39,7 +39,7 @@ def start_gpu_worker(queue, *, batch: int, fault: str | None = None, backend: st
     env = queue.env(**extra)
     log_path = queue.tmp / f"workers-{len(queue.groups)}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.coordinator.cli", "worker", "--cpu", "1", "--threads",
+        proc = subprocess.Popen([sys.executable, "-m", "zkqueue.cli", "worker", "--cpu", "1", "--threads",
                                  "1", "--backend", backend, "--batch", str(batch), *args], cwd=ROOT, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     group = WorkerGroup(proc, log_path, 1, env)

@@ -68,3 +68,40 @@ class LeaseKeeper:
     def __exit__(self, *exc) -> None:
         self._done.set()
         self._thread.join(timeout=5)
+
+
+class BatchLeases:
+    """Refreshes the leases of a batch's members that are still in hand, each by its own token.
+
+    `refresh()` is what LeaseKeeper calls: "ok" while some member is held; "job_over" or
+    "overdue" (every member shares the job and the run deadline) stop the whole batch; a
+    member another worker holds now is put in `lost` and left out; "lost" when none is left.
+    `refresh_one(index, token)` refreshes one member's lease (the scheduler's refresh).
+    """
+
+    def __init__(self, refresh_one: Callable[[int, int], str], members: list[tuple[int, int]], *, what: str):
+        self.refresh_one, self.members, self.what = refresh_one, members, what
+        self.lost: set[int] = set()
+        self._ended: set[int] = set()
+        self._lock = threading.Lock()
+
+    def ended(self, index: int) -> None:
+        """The member has been recorded, failed or handed on: no more refreshes for it."""
+        with self._lock:
+            self._ended.add(index)
+
+    def _held(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return [(i, t) for i, t in self.members if i not in self._ended and i not in self.lost]
+
+    def refresh(self) -> str:
+        held = self._held()
+        for index, token in held:
+            verdict = self.refresh_one(index, token)
+            if verdict == "lost":
+                log.warning("%s partition %d: lease lost; dropped from the batch", self.what, index)
+                with self._lock:
+                    self.lost.add(index)
+            elif verdict != "ok":
+                return verdict
+        return "ok" if self._held() or not held else "lost"
