@@ -27,12 +27,12 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-# The checkout is not built by setuptools (an editable install's finder costs every start of
-# `zkqueue` 33-45 ms, and the build prints pages of warnings): the dependencies are installed
-# from pyproject.toml, one plain .pth line puts the checkout on the venv's path (the mapped
-# folders are then found beside zkqueue/: zkqueue/_checkout.py), and scripts/zkqueue is
-# copied to .venv/bin with the venv's Python. Run again only when pyproject.toml,
-# scripts/zkqueue or this file change.
+# The checkout is not built by setuptools (an editable install's finder, imported at every
+# start, costs `zkqueue prove` ~9 ms, and the build prints pages of warnings): the
+# dependencies are installed from pyproject.toml, one plain .pth line puts the checkout on
+# the venv's path (the mapped folders are then found beside zkqueue/: zkqueue/_checkout.py),
+# and scripts/zkqueue is copied to .venv/bin with the venv's Python. Run again only when
+# pyproject.toml, scripts/zkqueue or this file change.
 stamp=$(cat pyproject.toml scripts/zkqueue scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.zkqueue-setup 2>/dev/null)" != "$stamp" ]; then
   .venv/bin/python -m pip install -qq --upgrade pip
@@ -53,7 +53,7 @@ print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"]))' > .ven
 fi
 # Byte-compile the checkout, as pip does a wheel at install: Python writes no .pyc where
 # PYTHONDONTWRITEBYTECODE is set, and compiling every module at every start costs `zkqueue
-# prove` ~25 ms. Up-to-date files are skipped.
+# prove` ~25 ms. Up-to-date files are skipped; a file edited since is compiled again here.
 .venv/bin/python -m compileall -q zkqueue groth16 coordinator tasks workers api || true   # a syntax error shows in the tests
 
 SNARKJS_VERSION=0.7.6
