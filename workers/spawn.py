@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from zkqueue import config
 
+from .deaths import DeathWatch
 from .devices import Device, plan
 
 log = logging.getLogger("zkqueue.spawn")
@@ -40,16 +41,6 @@ def new_worker_id(device: Device) -> str:
     return f"{host}-{device.kind}{device.index}-{os.urandom(3).hex()}"
 
 
-def describe_exit(rc: int) -> str:
-    """'killed by SIGKILL' or 'exited with status 3'."""
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exited with status {rc}"
-
-
 @dataclass
 class Child:
     device: Device
@@ -59,6 +50,7 @@ class Child:
     quick_deaths: int = 0          # deaths in a row, each within START_GRACE_S of its start
     restart_at: float | None = None
     alive_file: str = ""
+    watch: DeathWatch | None = None   # the OOM-kill counters at its start, to name its death
 
 
 class Supervisor:
@@ -101,6 +93,7 @@ class Supervisor:
         if self.threads:
             cmd += ["--threads", str(self.threads)]
         child.proc = subprocess.Popen(cmd, env=env)
+        child.watch = DeathWatch(child.proc.pid)
         child.started_at = time.monotonic()
         child.restart_at = None
         log.info("started worker %s on %s (%s), pid %d", child.worker_id, d.spec, d.name, child.proc.pid)
@@ -146,7 +139,7 @@ class Supervisor:
                 self._kill_tree(c)
             return True, 0
         uptime = now - c.started_at
-        how = describe_exit(rc)
+        how = c.watch.explain(rc).words     # "died of memory: killed by the kernel's OOM killer (...)"
         c.proc = None
         if rc == 2:      # configuration or start-up check failed: restarting cannot help
             log.error("worker %s %s (bad configuration); not restarting", c.worker_id, how)
@@ -157,9 +150,7 @@ class Supervisor:
         if uptime < START_GRACE_S:
             c.quick_deaths += 1
             delay = min(BACKOFF_MAX_S, 2.0 ** (c.quick_deaths - 1))
-            hint = " (out of memory?)" if rc == -signal.SIGKILL else ""
-            log.error("worker %s %s %.1f s after start%s; restarting in %.0f s", c.worker_id, how, uptime,
-                      hint, delay)
+            log.error("worker %s %s %.1f s after start; restarting in %.0f s", c.worker_id, how, uptime, delay)
         else:
             c.quick_deaths, delay = 0, 0.0
             log.warning("worker %s %s after %.0f s; restarting", c.worker_id, how, uptime)
