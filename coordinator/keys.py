@@ -53,6 +53,12 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            another fingerprint then proved valid
     zkq:quarantine                 hash    fingerprint id -> JSON {fingerprint, strikes, at, reason}:
                                            workers with it take no work until an operator clears it
+    zkq:canary_failed              hash    fingerprint id -> JSON {fingerprint, worker, reason,
+                                           seconds, at}: builds whose start-up canary proof
+                                           failed (coordinator/canary.py); cleared by a pass
+    zkq:keyshape:{zkey}            hash    curve, domain_size, n_vars, n_public, zkey_bytes of a
+                                           proving key (from its header, written at submit):
+                                           what admission sizes a partition by
     zkq:runtime                    hash    "{zkey}|{device class}" -> moving average of proving
                                            seconds (sets how long an attempt may run)
     zkq:valid:{zkey}               hash    build -> when it last recorded a valid proof of this
@@ -170,6 +176,14 @@ def strikes() -> str:
 
 def quarantine() -> str:
     return f"{PREFIX}:quarantine"
+
+
+def canary_failed() -> str:
+    return f"{PREFIX}:canary_failed"
+
+
+def key_shape(zkey_sha: str) -> str:
+    return f"{PREFIX}:keyshape:{zkey_sha}"
 
 
 def runtime() -> str:

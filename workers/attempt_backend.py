@@ -63,7 +63,7 @@ class AttemptBackend:
         self._check()
         if self._faults.hangs(self._attempt):
             faults_mod.block_in_native_code()
-        if self._faults.msm_wrong:
+        if self._faults.wrong_msm(points.shape[0]):
             return faults_mod.wrong_msm(self._inner.msm_g1, points, scalars_std)
         return self._inner.msm_g1(points, scalars_std)
 
@@ -91,7 +91,7 @@ class AttemptBackend:
             raise Stopped("the attempt was stopped") from None
         finally:
             done.set()
-        if self._faults.msm_wrong:
+        if self._faults.wrong_msm(zkey.n_vars):
             pi_a, pi_c = faults_mod.wrong_a_msm(self._inner, zkey, pi_a, pi_c, s)
         return pi_a, pi_b, pi_c
 

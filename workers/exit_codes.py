@@ -1,9 +1,9 @@
 """The exit statuses of a worker process, one table for both sides.
 
 The worker (`python -m zkqueue.tasks.main`) exits with these; its supervisor
-(`zkqueue worker`, workers/spawn.py: `classify_death`) reads them to decide whether a restart
+(`zkqueue worker`, workers/spawn.py, through workers/deaths.py) reads them to decide whether a restart
 can help, and returns them as its own status. A new reason for a worker to stop gets a code
-here and a branch in `classify_death`, never a bare number on either side.
+here and a branch in `deaths.DeathWatch.explain`, never a bare number on either side.
 """
 
 from __future__ import annotations
@@ -23,5 +23,8 @@ class ExitCode(IntEnum):
     # Bad configuration or a failed start-up check (a setting, the backend, the device, too
     # little memory for keys): the same process would fail the same way, so it is not restarted.
     CONFIG = 2
+    # The start-up canary (workers/canary.py) failed: this build or device proves wrong, so it
+    # takes no work; restarting cannot mend it (fix the build or the device, then restart).
+    CANARY = 4
     # 3-63 are free for zkqueue's own reasons. 64-78 are sysexits.h's, which Celery's own
     # exits use (EX_USAGE, EX_UNAVAILABLE, ...): keep clear of them.

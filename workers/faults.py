@@ -2,8 +2,12 @@
 injected where the real fault happens, never after the check meant to catch it:
 
     msm-wrong            the backend's G1 MSM returns a wrong but valid curve point (a bad
-                         build; in the CPU's whole prove, the A query's MSM); the worker's own
-                         verification of the proof must catch it
+                         build; in the CPU's whole prove, the A query's MSM); the worker's
+                         start-up canary (workers/canary.py) and its own verification of each
+                         proof must catch it
+    msm-wrong:above=N    the same, only for MSMs of more than N points: a size-dependent bug
+                         (a code path only large inputs take) that the canary's small circuit
+                         does not reach, so the worker takes work and its own check catches it
     hang                 the backend's G1 MSM (the CPU's whole prove) blocks inside a native
                          call (a hung kernel): the GIL is released, so the lease thread goes
                          on renewing
@@ -42,6 +46,7 @@ class Faults:
     slow_first_s: float = 0.0
     corrupt: bool = False
     msm_wrong: bool = False
+    msm_wrong_above: int = 0     # msm-wrong strikes only MSMs of more points than this
     hang: bool = False
     hang_first: bool = False
     fake_prove_s: float = 0.0
@@ -56,6 +61,15 @@ class Faults:
         seconds = self.slow_s + (self.slow_first_s if attempt == 1 else 0.0)
         if seconds > 0:
             stop.wait(seconds)
+
+    def wrong_msm(self, n_points: int) -> bool:
+        """Whether this build's G1 MSM of `n_points` points comes out wrong."""
+        return self.msm_wrong and n_points > self.msm_wrong_above
+
+    def build_defects(self) -> "Faults":
+        """Only the faults of a bad build (what a canary proof can meet): not the timing faults
+        the queue tests put on partitions, nor `corrupt`, which strikes after a worker's check."""
+        return Faults(msm_wrong=self.msm_wrong, msm_wrong_above=self.msm_wrong_above)
 
     def hangs(self, attempt: int) -> bool:
         return self.hang or (self.hang_first and attempt == 1)
@@ -124,6 +138,11 @@ def parse(spec: str | None) -> Faults:
             kw["slow_first_s"] = float(arg)
         elif name == "slow-record":
             kw["slow_record_s"] = float(arg)
+        elif name == "msm-wrong" and arg:
+            key, _, value = arg.partition("=")
+            if key != "above" or not value.isdigit():
+                raise ValueError(f"bad fault {item!r} in ZKQUEUE_FAULT (msm-wrong or msm-wrong:above=N)")
+            kw["msm_wrong"], kw["msm_wrong_above"] = True, int(value)
         elif name in flags:
             kw[flags[name]] = True
         else:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from zkqueue import config
 
+from .deaths import DeathWatch
 from .devices import Device, plan
 from .exit_codes import ExitCode
 
@@ -41,39 +42,6 @@ def new_worker_id(device: Device) -> str:
     return f"{host}-{device.kind}{device.index}-{os.urandom(3).hex()}"
 
 
-def describe_exit(rc: int) -> str:
-    """'killed by SIGKILL' or 'exited with status 3'."""
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exited with status {rc}"
-
-
-@dataclass(frozen=True)
-class Death:
-    """How a worker process ended, and what its supervisor makes of it."""
-
-    how: str              # "exited with status 2", "killed by SIGKILL"
-    restart: bool         # False: the same process would end the same way; the device is given up
-    status: int = ExitCode.OK   # the supervisor's own exit status, when it gives the device up
-    hint: str = ""        # a likely cause, logged when it died soon after starting
-
-
-def classify_death(rc: int) -> Death:
-    """What a worker's return code `rc` (Popen.returncode: negative for a signal) means.
-    The one place that reads a worker's exit status: a new reason in workers/exit_codes.py
-    gets its branch here."""
-    how = describe_exit(rc)
-    if rc == ExitCode.CONFIG:
-        # configuration or start-up check failed: restarting cannot help
-        return Death(how, restart=False, status=ExitCode.CONFIG, hint="bad configuration")
-    if rc == -signal.SIGKILL:
-        return Death(how, restart=True, hint="out of memory?")
-    return Death(how, restart=True)
-
-
 @dataclass
 class Child:
     device: Device
@@ -83,6 +51,7 @@ class Child:
     quick_deaths: int = 0          # deaths in a row, each within START_GRACE_S of its start
     restart_at: float | None = None
     alive_file: str = ""
+    watch: DeathWatch | None = None   # the OOM-kill counters at its start, to name its death
 
 
 class Supervisor:
@@ -125,6 +94,7 @@ class Supervisor:
         if self.threads:
             cmd += ["--threads", str(self.threads)]
         child.proc = subprocess.Popen(cmd, env=env)
+        child.watch = DeathWatch(child.proc.pid)
         child.started_at = time.monotonic()
         child.restart_at = None
         log.info("started worker %s on %s (%s), pid %d", child.worker_id, d.spec, d.name, child.proc.pid)
@@ -170,10 +140,10 @@ class Supervisor:
                 self._kill_tree(c)
             return True, ExitCode.OK
         uptime = now - c.started_at
-        death = classify_death(rc)
+        death = c.watch.explain(rc)     # why, in words: "died of memory: killed by the kernel's OOM killer (...)"
         c.proc = None
         if not death.restart:
-            log.error("worker %s %s (%s); not restarting", c.worker_id, death.how, death.hint)
+            log.error("worker %s %s; not restarting", c.worker_id, death.how)
             return False, death.status
         if not self.restart:
             log.error("worker %s %s", c.worker_id, death.how)
@@ -181,9 +151,7 @@ class Supervisor:
         if uptime < START_GRACE_S:
             c.quick_deaths += 1
             delay = min(BACKOFF_MAX_S, 2.0 ** (c.quick_deaths - 1))
-            hint = f" ({death.hint})" if death.hint else ""
-            log.error("worker %s %s %.1f s after start%s; restarting in %.0f s", c.worker_id, death.how, uptime,
-                      hint, delay)
+            log.error("worker %s %s %.1f s after start; restarting in %.0f s", c.worker_id, death.how, uptime, delay)
         else:
             c.quick_deaths, delay = 0, 0.0
             log.warning("worker %s %s after %.0f s; restarting", c.worker_id, death.how, uptime)

@@ -1,0 +1,94 @@
+"""Why a worker process died, in words an operator acts on, and whether restarting it can help.
+
+"killed by SIGKILL" alone sends an operator to the host's kernel log to guess "OOM?". The
+kernel counts its OOM kills per memory control group (cgroup v2 `memory.events`, v1
+`memory.oom_control`) and host-wide (`/proc/vmstat` `oom_kill`), so a supervisor that reads
+those counters when it starts a worker and again when the worker dies can say which it was:
+the OOM killer at the group's limit, the host running out of memory, or a signal from
+outside; an exit status is read from the worker's exit-code table (workers/exit_codes.py),
+which also says whether restarting can help. The one place that reads a worker's end: a new
+reason in the table gets its branch in `DeathWatch.explain`.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from .exit_codes import ExitCode
+from .memory import CgroupMemory, innermost_group
+
+OUT_OF_MEMORY = "out of memory"
+SIGNALLED = "signal"
+EXITED = "exit"
+
+
+@dataclass(frozen=True)
+class Death:
+    """How a worker process ended and what its supervisor makes of it."""
+
+    cause: str            # OUT_OF_MEMORY, SIGNALLED or EXITED
+    how: str              # the sentence for the log
+    restart: bool = True  # False: the same process would end the same way; the device is given up
+    status: int = ExitCode.OK   # the supervisor's own exit status, when it gives the device up
+
+
+def host_oom_kills(vmstat: Path = Path("/proc/vmstat")) -> int:
+    """The kernel's count of OOM kills on this host since boot (0 where it does not say)."""
+    try:
+        for line in vmstat.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill":
+                return int(value)
+    except OSError:
+        pass
+    return 0
+
+
+class DeathWatch:
+    """Taken when a worker starts (`pid` its process): the OOM-kill counters of its memory
+    group and of the host then, so that `explain` can tell an OOM kill from another SIGKILL."""
+
+    def __init__(self, pid: int):
+        self.group: CgroupMemory | None = innermost_group(pid)
+        self.limit = self.group.limit_bytes() if self.group else None
+        self.group_kills = self.group.oom_kills() if self.group else 0
+        self.host_kills = host_oom_kills()
+
+    def explain(self, rc: int) -> Death:
+        """The death of a process that returned `rc` (Popen's: negative for a signal)."""
+        if rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = f"signal {-rc}"
+            if rc == -signal.SIGKILL:
+                oom = self._oom_words()
+                if oom:
+                    return Death(OUT_OF_MEMORY, f"died of memory: killed by the kernel's OOM killer ({oom})")
+            unrecorded = " from outside (no out-of-memory kill was recorded)" if rc == -signal.SIGKILL else ""
+            return Death(SIGNALLED, f"killed by {name}{unrecorded}")
+        if rc == ExitCode.CONFIG:
+            return Death(EXITED, f"exited with status {rc} (bad configuration or a failed start-up check)",
+                         restart=False, status=ExitCode.CONFIG)
+        if rc == ExitCode.CANARY:
+            return Death(EXITED, f"exited with status {rc}: its build failed the start-up canary (a wrong proof "
+                         "of the bundled circuit; `zkqueue status` names the build): it takes no work",
+                         restart=False, status=ExitCode.CANARY)
+        return Death(EXITED, f"exited with status {rc}")
+
+    def _oom_words(self) -> str:
+        """How the counters show an OOM kill since the start, or ""."""
+        if self.group is not None:
+            try:
+                kills = self.group.oom_kills()
+            except OSError:     # the group went away
+                kills = self.group_kills
+            if kills > self.group_kills:
+                limit = f"its limit of {self.limit >> 20} MiB" if self.limit else "its limit"
+                return f"control group {self.group.path} at {limit}; OOM kills there {self.group_kills} -> {kills}"
+        host = host_oom_kills()
+        if host > self.host_kills:
+            return f"the host ran out of memory; OOM kills on the host {self.host_kills} -> {host}"
+        return ""
