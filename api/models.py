@@ -139,6 +139,8 @@ class Partition(BaseModel):
     timings_s: dict[str, Any]
     source: str | None = Field(description="the witness file (or input) it was made from")
     error: str | None = Field(description="why it failed, when it did")
+    waiting: str | None = Field(default=None, description="why it waits holding no worker, e.g. the memory it "
+                                                          "needs and the largest worker's")
     errors: list[dict[str, Any]] = Field(description="why attempts ended without a proof")
     proof: str | None = Field(description="the proof's URL once verified")
 

@@ -109,8 +109,10 @@ class Submitter:
                                                          "retry_after_s": exc.retry_after_s},
                            headers={"Retry-After": str(exc.retry_after_s)}) from None
         try:
+            shape = {"curve": circuit.curve, "domain_size": circuit.domain_size, "n_vars": circuit.n_vars,
+                     "n_public": circuit.n_public, "zkey_bytes": circuit.zkey_bytes}
             job = self.client.submit_stored(circuit.zkey, priority=priority, request_id=rid, r1cs_sha=circuit.r1cs,
-                                            all_or_nothing=all_or_nothing, **files())
+                                            all_or_nothing=all_or_nothing, key_shape=shape, **files())
         except BadRequest as exc:
             self.keystore.refund(key, n)
             raise ApiError("invalid_request", str(exc)) from None

@@ -90,6 +90,7 @@ def _partition_view(p, results: dict, job_id: str) -> dict:
         "timings_s": p.timings_s,
         "source": p.source,           # the witness file (or input) it was made from
         "error": public_message(p.error),    # why it failed, when it did
+        "waiting": p.waiting,                 # why it waits holding no worker (parked)
         # Why an attempt ended without a proof (lost lease, hang, invalid proof, bad input).
         "errors": [{k: public_message(e[k]) if k == "reason" else e[k]
                     for k in ("event", "reason", "worker", "attempt", "at") if k in e}

@@ -120,6 +120,7 @@ class Client:
             return existing
         common = dict(r1cs_sha=self.store.put_file(r1cs) if r1cs else "", priority=priority,
                       request_id=request_id, all_or_nothing=all_or_nothing)
+        common["key_shape"] = _key_shape(zkey)
         if inputs:
             stored_inputs = self._store_inputs(inputs)       # checked here, not on a worker
             return self.submit_stored(self.store.put_file(zkey), inputs=stored_inputs,
@@ -163,12 +164,15 @@ class Client:
     def submit_stored(self, zkey_sha: str, *, witnesses: list[tuple[str, str]] | None = None,
                       inputs: list[tuple[str, str]] | None = None, wasm_sha: str = "", wasm_name: str = "",
                       r1cs_sha: str = "", priority: Priority | str = Priority.NORMAL,
-                      request_id: str | None = None, all_or_nothing: bool = False) -> "Job":
+                      request_id: str | None = None, all_or_nothing: bool = False,
+                      key_shape: dict | None = None) -> "Job":
         """As submit, for files already in the artifact store, named by sha256: the key, and
         one witness per partition as (sha256, file name) pairs, or the circuit's .wasm
         (`wasm_sha`, `wasm_name`) and one input JSON per partition as (sha256, name) pairs;
         `r1cs_sha` optionally. Nothing is read or hashed again, which matters for a key of
         gigabytes (the HTTP API submits this way); the caller has checked the files.
+        `key_shape` (the key header's curve, domain_size, n_vars, n_public and zkey_bytes) lets
+        workers size a partition before they fetch the key (memory admission).
 
         The same `request_id` again returns the first job, whatever the arguments.
 
@@ -187,6 +191,8 @@ class Client:
         existing = self._existing(request_id)
         if existing:
             return existing
+        if key_shape:
+            self.scheduler.record_key_shape(zkey_sha, key_shape)
         out = self.scheduler.submit(uuid.uuid4().hex, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
                                     witnesses=list(witnesses or []), inputs=list(inputs or []),
                                     wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "",
@@ -289,7 +295,8 @@ class Job:
                 worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
                 events=[e for e in events if str(e.get("slot")) == str(i)],
                 synth_attempts=int(synth.get("attempts", 0)), error=s.get("error") or None,
-                source=s.get("witness_name") or synth.get("input_name") or None))
+                source=s.get("witness_name") or synth.get("input_name") or None,
+                waiting=s.get("parked_reason") if s.get("state") == "parked" else None))
         timings = self._timings(rec, created, list(results.values()))
         if rec.get("wasm"):      # witnesses computed by workers: their total synthesis time
             timings["synth_s"] = sum(p.timings_s.get("synth_s", 0.0) for p in parts)
@@ -412,3 +419,16 @@ class Job:
 
 
 __all__ = ["Client", "Job", "FINALIZE_SLOT"]
+
+
+def _key_shape(zkey: str | Path) -> dict | None:
+    """The numbers of a .zkey's header that size its partitions, or None when it is no readable
+    Groth16 key (then the worker that takes a partition fails it, naming the file, as bad input)."""
+    from zkqueue.groth16.errors import Groth16Error
+    from zkqueue.groth16.formats.zkey import read_header
+    try:
+        header = read_header(zkey)
+    except (Groth16Error, OSError):
+        return None
+    return {"curve": header.curve.name, "domain_size": header.domain_size, "n_vars": header.n_vars,
+            "n_public": header.n_public, "zkey_bytes": len(header.file.data)}

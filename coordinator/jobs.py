@@ -111,6 +111,7 @@ class PartitionStatus:
     synth_attempts: int = 0    # witness synthesis attempts (jobs submitted as inputs)
     error: str | None = None   # why it failed, when it did
     source: str | None = None  # the file its witness (or its input) came from
+    waiting: str | None = None  # why it waits holding no worker (parked), e.g. the memory it needs
 
     @property
     def phase(self) -> str:

@@ -135,7 +135,7 @@ class Reaper:
 
     def _unpark(self, job_id: str, slot: str, token: int) -> int:
         """Sends a parked slot to an eligible worker, if one is alive now."""
-        others = self.s.eligible_workers(self.s.excluded(job_id, slot))
+        others = self.s.eligible_workers(self.s.excluded(job_id, slot), needs=self.s.parked_needs(job_id, slot))
         if not others:
             return 0
         out = self.s.reroute(job_id, slot, token, states="parked", event="rerouted",

@@ -146,6 +146,18 @@ class Scheduler:
                 self.send(job_id, slot, 1, priority=priority.broker_priority)
         return submitted
 
+    def record_key_shape(self, zkey_sha: str, shape: dict) -> None:
+        """Keeps what admission sizes a partition by: the key's curve, domain_size, n_vars,
+        n_public and zkey_bytes (its .zkey header's numbers), for as long as results are kept."""
+        with self.r.pipeline(transaction=False) as p:
+            p.hset(keys.key_shape(zkey_sha), mapping={k: str(v) for k, v in shape.items()})
+            p.expire(keys.key_shape(zkey_sha), int(self.settings.result_ttl_s))
+            p.execute()
+
+    def key_shape(self, zkey_sha: str) -> dict[str, str]:
+        """The numbers record_key_shape kept for this key ({} when none were)."""
+        return {_text(k): _text(v) for k, v in self.r.hgetall(keys.key_shape(zkey_sha)).items()}
+
     def cancel(self, job_id: str) -> bool:
         """Cancels a job that is not over; False when it already was."""
         return self.transitions.run("cancel", job_id, FINALIZE_SLOT).kind == "1"     # 1 or 0
@@ -250,23 +262,25 @@ class Scheduler:
                            route=route_to)
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
-    def park(self, job_id: str, slot, token: int, *, states: str, reason: str) -> Reply:
+    def park(self, job_id: str, slot, token: int, *, states: str, reason: str, needs: dict | None = None) -> Reply:
         """No eligible worker is alive for the slot: it waits with no message and holding no
-        worker; the reaper sends it on when one appears, or gives it up with `reason` after
-        orphan_timeout_s. Returns "parked", "stale", "skip" (why: the slot's state) or
-        "job_over"."""
-        out = self._run("park", job_id, slot, token=token, states=states, reason=reason)
+        worker; the reaper sends it on when one appears (with `needs`: one that has that much
+        memory, see eligible_workers), or gives it up with `reason` after orphan_timeout_s.
+        Returns "parked", "stale", "skip" (why: the slot's state) or "job_over"."""
+        out = self._run("park", job_id, slot, token=token, states=states, reason=reason,
+                        needs=json.dumps(needs) if needs else "")
         return _reply(out)
 
     def hand_on(self, job_id: str, slot, token: int, *, leaving: str, states: str, event: str, reason: str,
-                parked_reason: str) -> Sent | Reply:
+                parked_reason: str, needs: dict | None = None) -> Sent | Reply:
         """Sends the slot to a live, eligible worker other than `leaving` and those excluded
-        from it, or parks it with `parked_reason` when there is none."""
-        others = self.eligible_workers(self.excluded(job_id, slot) | {leaving})
+        from it (with `needs`, one with that much memory), or parks it with `parked_reason`
+        when there is none."""
+        others = self.eligible_workers(self.excluded(job_id, slot) | {leaving}, needs=needs)
         if others:
             return self.reroute(job_id, slot, token, states=states, event=event, reason=reason,
                                 route_to=random.choice(others))
-        return self.park(job_id, slot, token, states=states, reason=parked_reason)
+        return self.park(job_id, slot, token, states=states, reason=parked_reason, needs=needs)
 
     def resend(self, job_id: str, slot, token: int, *, orphan_tag: str = "") -> bool:
         """A queued slot's message is missing, or (`orphan_tag`) its unacknowledged copy lost
@@ -327,11 +341,19 @@ class Scheduler:
 
     # -- where work may go -----------------------------------------------------------------
 
-    def eligible_workers(self, excluded: set[str]) -> list[str]:
-        """Live workers outside `excluded` whose fingerprint is not quarantined."""
+    def eligible_workers(self, excluded: set[str], *, needs: dict | None = None) -> list[str]:
+        """Live workers outside `excluded` whose fingerprint is not quarantined and, with
+        `needs` (bytes by backend, "cpu" and "cuda", and "device" for a GPU's own memory), whose
+        heartbeat shows the memory to hold the partition (see has_room)."""
         quarantined = {q.decode() for q in self.r.hkeys(keys.quarantine())}
         return [b["worker"] for b in self.registry.live()
-                if b.get("worker") not in excluded and (b.get("fingerprint") or {}).get("id") not in quarantined]
+                if b.get("worker") not in excluded and (b.get("fingerprint") or {}).get("id") not in quarantined
+                and (not needs or has_room(b, needs))]
+
+    def parked_needs(self, job_id: str, slot) -> dict | None:
+        """The memory a parked slot waits for (park's `needs`), or None."""
+        raw = self.r.hget(keys.slot(job_id, slot), "needs")
+        return json.loads(raw) if raw else None
 
     def pick_route(self, excluded: set[str]) -> str:
         """A live, healthy worker outside `excluded` to route a re-proof to ("" = the shared
@@ -399,6 +421,20 @@ def _slot_record(witness: str, witness_name: str, inp: str, input_name: str, enq
     return SlotRecord(witness=witness, witness_name=witness_name, input=inp, input_name=input_name,
                       enqueued_at=float(enqueued_at) if enqueued_at else None,
                       invalid_builds=tuple(builds.split()), excluded=tuple(excluded.split()))
+
+
+def has_room(beat: dict, needs: dict) -> bool:
+    """Whether a worker's heartbeat shows the memory `needs` asks of its backend: its key
+    capacity (workers/process.py: its limit less what it used when ready, holding no key) at
+    least the host bytes for its backend, and on a GPU the device's memory at least "device".
+    A heartbeat without memory figures (an older worker) counts as having room."""
+    memory = beat.get("memory") or {}
+    backend = (beat.get("fingerprint") or {}).get("backend", "cpu")
+    if "capacity_bytes" not in memory:
+        return True
+    if memory["capacity_bytes"] < needs.get(backend, 0):
+        return False
+    return backend != "cuda" or memory.get("device_total_bytes", 0) >= needs.get("device", 0)
 
 
 def _text(v) -> str:

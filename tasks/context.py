@@ -44,6 +44,7 @@ class Context:
         self.identity = identity
         self.worker_id = identity.worker_id
         self.pid = os.getpid()
+        self._shapes: dict = {}
 
     @cached_property
     def scheduler(self) -> Scheduler:
@@ -77,6 +78,14 @@ class Context:
     def device_class(self) -> str:
         """What proving times are measured per: the backend and the device model."""
         return f"{self.identity.backend}:{self.fingerprint.get('device_name')}"
+
+    def key_shape(self, zkey_sha: str):
+        """The recorded shape of a key (workers.key_needs.KeyShape), or None when its client did
+        not record one; read from Redis once per key and process (a key's shape never changes)."""
+        from zkqueue.workers.key_needs import KeyShape
+        if zkey_sha not in self._shapes:
+            self._shapes[zkey_sha] = KeyShape.from_fields(self.scheduler.key_shape(zkey_sha))
+        return self._shapes[zkey_sha]
 
     def run_s(self, zkey_sha: str, proofs: int = 1) -> float:
         """How long an attempt on this key may run here before it counts as hung: a multiple

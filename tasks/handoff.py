@@ -41,13 +41,32 @@ def no_healthy_worker_reason(ctx: context.Context, job_id: str, slot) -> str:
     return "; ".join(parts)
 
 
-def pass_on(ctx: context.Context, job_id: str, slot, token: int, *, states: str, event: str, why: str) -> str:
-    """Hands the slot to another eligible worker (this one is excluded or quarantined). With
-    none alive, the slot is parked: no message bounces between workers that may not take it,
-    and none holds a worker; after orphan_timeout_s of that it fails, naming the builds."""
+def pass_on(ctx: context.Context, job_id: str, slot, token: int, *, states: str, event: str, why: str,
+            parked_reason: str = "", needs: dict | None = None) -> str:
+    """Hands the slot to another eligible worker (this one is excluded, quarantined or too
+    small: then `needs` says what memory the other must have). With none alive, the slot is
+    parked: no message bounces between workers that may not take it, and none holds a worker;
+    after orphan_timeout_s of that it fails with `parked_reason` (default: naming the builds)."""
     out = ctx.scheduler.hand_on(job_id, slot, token, leaving=ctx.worker_id, states=states, event=event,
-                                reason=why, parked_reason=no_healthy_worker_reason(ctx, job_id, slot))
+                                reason=why, parked_reason=parked_reason or no_healthy_worker_reason(ctx, job_id, slot),
+                                needs=needs)
     return f"passed on ({out.kind}): {why}"
+
+
+def leave_too_big(ctx: context.Context, job_id: str, slot, token: int, verdict, needs: dict) -> str:
+    """This worker has no room for the slot's key (workers/admission.py): hands it, without
+    spending an attempt, to a worker whose memory holds it, or parks it saying how much it
+    needs and how much the largest worker has."""
+    backend = ctx.identity.backend
+    capacities = [(b.get("memory") or {}).get("capacity_bytes", 0) for b in ctx.scheduler.registry.live()
+                  if (b.get("fingerprint") or {}).get("backend", "cpu") == backend]
+    largest = max(capacities, default=0) >> 20
+    need = needs.get(backend, verdict.needs_bytes) >> 20
+    return pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
+                   why=f"worker {ctx.worker_id} has no room for {what(slot)}: it {verdict.words()}",
+                   parked_reason=f"{what(slot)} needs about {need} MiB of memory on a {backend} worker, "
+                                 f"the largest worker has {largest} MiB: no live worker can hold its key",
+                   needs=needs)
 
 
 def turn_away(ctx: context.Context, job_id: str, slot, token: int, claim: Reply) -> str:

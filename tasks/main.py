@@ -2,7 +2,8 @@
 
 Started by `zkqueue worker` (workers/spawn.py), one process per device. Parses its flags,
 checks the configuration and the backend before Celery starts (exit status
-ExitCode.CONFIG, workers/exit_codes.py, when either fails), then runs a prefork worker with
+ExitCode.CONFIG, workers/exit_codes.py, when either fails), proves the start-up canary
+(ExitCode.CANARY when it fails: workers/canary.py), then runs a prefork worker with
 one pool child that consumes this worker's own queue first and the shared queue. What runs
 beside Celery in this parent process (heartbeat, liveness, the watches, the reaper) is the
 worker runtime, workers/process.py.
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("TEST FAULT ACTIVE on worker %s: %s", worker_id, fault)
     # The pool child inherits these at fork: its identity is a value, not the environment.
     context.configure(settings, proc, identity)
+    if not _canary_passes(context.get(), args.threads or proc.threads or None):
+        return ExitCode.CANARY
 
     from . import finalize, partition, synthesize  # noqa: F401  (registers the tasks before the pool forks)
     consumed = queues(worker_id, args.device, args.synthesize)
@@ -117,6 +120,31 @@ def main(argv: list[str] | None = None) -> int:
         *([] if proc.task_events else ["--without-heartbeat"]),
     ])
     return ExitCode.OK
+
+
+def _canary_passes(ctx, threads: int | None) -> bool:
+    """Proves the bundled canary circuits on this worker's backend (workers/canary.py, in a
+    process of its own) before the worker takes any work; records a failure (or clears an old
+    one of this fingerprint) where `zkqueue status` and the metrics show it."""
+    from zkqueue.coordinator import canary as canary_record
+    from zkqueue.workers import canary
+
+    import redis
+
+    result = canary.run(ctx.identity.backend, threads)
+    if result.ok:
+        log.info("worker %s passed its canary in %.2f s", ctx.worker_id, result.seconds)
+    else:
+        log.error("worker %s (build %s, fingerprint %s) FAILED its canary: %s; it takes no work",
+                  ctx.worker_id, ctx.fingerprint.get("build"), ctx.fingerprint["id"], result.reason)
+    try:
+        if result.ok:
+            canary_record.record_pass(ctx.scheduler.r, ctx.fingerprint["id"])
+        else:
+            canary_record.record_failure(ctx.scheduler.r, ctx.fingerprint, ctx.worker_id, result.reason, result.seconds)
+    except redis.RedisError as exc:     # the verdict stands; only its record waits for Redis
+        log.warning("cannot record the canary's result in Redis: %s", exc)
+    return result.ok
 
 
 def _preload_in_the_pool_child() -> None:

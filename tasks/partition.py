@@ -27,7 +27,7 @@ from zkqueue.workers.proving import SelfCheckFailed
 from . import context
 from .app import app
 from .batch import run_batch
-from .handoff import pass_on, retry_after, turn_away
+from .handoff import leave_too_big, pass_on, retry_after, turn_away
 
 log = logging.getLogger("zkqueue.task")
 
@@ -37,6 +37,9 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     ctx = context.get()
     s = ctx.scheduler
     zkey_sha = s.job_files(job_id).zkey
+    refused = _admit(ctx, job_id, index, token, zkey_sha) if zkey_sha else None
+    if refused:
+        return refused
     limit = _batch_limit(ctx, zkey_sha) if zkey_sha else 1
     if limit > 1:
         return run_batch(ctx, job_id, index, token, zkey_sha, limit, after_failed_self_check=after_failed_self_check)
@@ -74,9 +77,7 @@ def _batch_limit(ctx: context.Context, zkey_sha: str) -> int:
     """How many partitions of this key to claim at once here (workers/batching.py): 1 on a
     CPU worker not told otherwise, without reading the key.
 
-    The hook for memory admission: a worker that should leave a partition whose key does not
-    fit it (without spending an attempt) decides so here, where the key's shape is known, and
-    does not claim at all."""
+    Memory admission (_admit) has run before: the key fits this worker."""
     from zkqueue.workers.batching import batch_limit
     backend, requested = ctx.identity.backend, ctx.identity.batch
     if backend != "cuda" and (requested or 1) <= 1:
@@ -87,6 +88,24 @@ def _batch_limit(ctx: context.Context, zkey_sha: str) -> int:
         log.info("key %s: no batch (%s)", zkey_sha, exc)
         return 1
     return batch_limit(shape, backend=backend, requested=requested, device_free_bytes=ctx.prover.device_free_bytes())
+
+
+def _admit(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str) -> str | None:
+    """Memory admission, before any claim: None when this worker has room for a partition of
+    this key (or its shape was never recorded), else what happened when it left the
+    partition for a bigger worker (no attempt spent; tasks/handoff.leave_too_big)."""
+    from zkqueue.workers.admission import judge
+    from zkqueue.workers.key_needs import needs_by_backend
+    shape = ctx.key_shape(zkey_sha)
+    if shape is None:
+        return None
+    threads = ctx.identity.threads or os.cpu_count() or 1
+    verdict = judge(shape, ctx.identity.backend, threads=threads, held_key_bytes=ctx.prover.cache.used_bytes,
+                    holds_it=ctx.prover.has_key(zkey_sha))
+    if verdict.fits:
+        return None
+    log.warning("job %s partition %d: %s; leaving it for a bigger worker", job_id, index, verdict.words())
+    return leave_too_big(ctx, job_id, index, token, verdict, needs_by_backend(shape, threads=threads))
 
 
 def after_failed_self_check(ctx: context.Context, job_id: str, index: int, token: int, slot: SlotRecord,

@@ -41,19 +41,34 @@ class MemoryGroup:
 
     def __enter__(self) -> "MemoryGroup":
         self.path.mkdir()
-        if self.version == 1:
-            (self.path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
+        if self.version == 2:
             try:   # no swap to escape to: the limit is the limit
-                (self.path / "memory.memsw.limit_in_bytes").write_text(str(self.limit_bytes))
-            except OSError:
-                pass
-        else:
-            (self.path / "memory.max").write_text(str(self.limit_bytes))
-            try:
                 (self.path / "memory.swap.max").write_text("0")
             except OSError:
                 pass
+        self.set_limit(self.limit_bytes)
         return self
+
+    def set_limit(self, limit_bytes: int) -> None:
+        """Sets the group's limit (lowering it below what the group uses fails with EBUSY)."""
+        grow = limit_bytes > self.limit_bytes
+        if self.version == 1:
+            # memory+swap must stay >= memory: raise it first when growing, lower it last
+            files = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+            for name in (reversed(files) if grow else files):
+                try:
+                    (self.path / name).write_text(str(limit_bytes))
+                except OSError:
+                    if name == files[0]:
+                        raise           # no memsw accounting on this kernel: only that is optional
+        else:
+            (self.path / "memory.max").write_text(str(limit_bytes))
+        self.limit_bytes = limit_bytes
+
+    def working_set_bytes(self) -> int:
+        """What the group uses that reclaim cannot take back (workers/memory.py's measure)."""
+        from zkqueue.workers.memory import CgroupMemory
+        return CgroupMemory(self.path, self.version).working_set_bytes()
 
     def prefix(self) -> list[str]:
         """A command prefix that runs the command inside the group: a shell joins it, then

@@ -1,5 +1,6 @@
-"""A worker's memory limit as the kernel enforces it (workers/memory.py), read inside real
-control groups: the group's limit and not the host's RAM, and the OOM kills counted."""
+"""A worker's memory as the kernel enforces it, in real control groups: the limit that applies
+(workers/memory.py), deaths of memory named by the supervisor (workers/deaths.py), and
+admission: a worker claims only partitions whose key it can hold (workers/admission.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import sys
 import pytest
 
 from cgroups import MemoryGroup, unavailable
-from queue_support import queue, wait_until  # noqa: F401  (fixture)
+from queue_support import (CHAIN, FIXTURES, PARTITIONS, ROOT, assert_snarkjs_accepts, queue,  # noqa: F401
+                           wait_until)
+from zkqueue.coordinator import metrics
+from zkqueue.coordinator.errors import JobFailed
 from zkqueue.workers import memory
 
 pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "cgroups available")
@@ -68,3 +72,98 @@ def test_a_worker_whose_group_is_too_small_to_start_is_named_dead_of_memory_and_
         assert "restarting in 1 s" in deaths[0] and "restarting in 2 s" in deaths[1], deaths
         assert group.oom_kills() >= 2
         assert workers.proc.poll() is None          # the supervisor itself lives on
+
+
+# ---- admission: a worker claims only partitions whose key it can hold -----------------------
+
+BIG = FIXTURES / "bn128_chain_14"        # a 2^14 key: about 27 MiB to prove on one thread (the model)
+MIB = 1 << 20
+
+
+def _needs(fixture) -> int:
+    from zkqueue.groth16.formats.zkey import read_header
+    from zkqueue.workers.key_needs import KeyShape, host_needs
+    return host_needs(KeyShape.of_header(read_header(fixture / "circuit_final.zkey")), "cpu", threads=1)
+
+
+def _small_worker(queue, group):
+    """A CPU worker in `group` whose limit then leaves it room between the 2^10 key's needs and
+    the 2^14 key's: it can hold the first, not the second."""
+    small = queue.start_workers(1, prefix=group.prefix())
+    small_id = queue.ready(small)[0]["worker"]
+    group.set_limit(group.working_set_bytes() + (_needs(CHAIN) + _needs(BIG)) // 2)
+    return small, small_id
+
+
+def _waiting(job):
+    st = job.status()
+    return st if st.partitions and all(p.waiting for p in st.partitions) else None
+
+
+def test_a_key_too_big_for_a_small_worker_waits_for_a_bigger_one_and_the_small_one_proves_what_fits(  # noqa: F811
+        queue, tmp_path):
+    assert _needs(BIG) - _needs(CHAIN) > 10 * MIB      # the two keys are far enough apart to tell
+    with MemoryGroup(2 << 30) as group:
+        small, small_id = _small_worker(queue, group)
+        client = queue.client()
+        big_job = client.submit(BIG / "circuit_final.zkey", [BIG / "witness.wtns"] * 2)
+        # The small worker leaves both partitions without an attempt; no live worker has the
+        # room, so they wait, saying what they need and what the largest worker has.
+        st = wait_until(lambda: _waiting(big_job), 60, "the 2^14 partitions to wait for memory")
+        waiting = st.partitions[0].waiting
+        assert f"needs about {_needs(BIG) // MIB} MiB" in waiting and "the largest worker has" in waiting, waiting
+        assert all(p.attempts == 0 for p in st.partitions)
+        snap = metrics.snapshot(queue.r)
+        assert snap["waiting_for_memory"] == 2 and snap["memory_needed_bytes"] >= _needs(BIG)
+        status = subprocess.run([sys.executable, "-m", "zkqueue.cli", "status", big_job.id], env=queue.env(),
+                                cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert "waiting: partition 0 needs about" in status.stdout, status.stdout
+
+        # A worker without a limit appears: the reaper sends the partitions to it.
+        big = queue.start_workers(1)
+        big_id = queue.ready(big)[0]["worker"]
+        result = big_job.wait(120)
+        assert_snarkjs_accepts(result.partitions, BIG / "verification_key.json", tmp_path)
+        assert {p.worker for p in result.partitions} == {big_id}
+        assert all(p.attempts == 1 for p in big_job.status().partitions)
+        big.kill()
+
+        # The small worker still proves a job whose key fits it, and was never OOM-killed.
+        fits = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS).wait(120)
+        assert_snarkjs_accepts(fits.partitions, CHAIN / "verification_key.json", tmp_path)
+        assert {p.worker for p in fits.partitions} == {small_id}
+        assert group.oom_kills() == 0
+
+
+def test_a_job_whose_key_no_worker_can_hold_fails_after_the_orphan_timeout_naming_the_sizes(  # noqa: F811
+        queue, tmp_path):
+    with MemoryGroup(2 << 30) as group:
+        small, small_id = _small_worker(queue, group)
+        client = queue.client()
+        too_big = client.submit(BIG / "circuit_final.zkey", [BIG / "witness.wtns"] * 2)
+        fits = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+        with pytest.raises(JobFailed) as info:
+            too_big.wait(120)
+        reason = str(info.value)
+        assert f"needs about {_needs(BIG) // MIB} MiB" in reason and "the largest worker has" in reason, reason
+        # Nothing else is lost: the job whose key fits is proved whole, by the small worker.
+        result = fits.wait(120)
+        assert_snarkjs_accepts(result.partitions, CHAIN / "verification_key.json", tmp_path)
+        assert {p.worker for p in result.partitions} == {small_id}
+        assert group.oom_kills() == 0
+
+
+def test_the_admission_model_covers_the_measured_peak_of_a_proof():
+    """bench/key_memory: a fresh process proves a fixture as a worker's pool child does; its
+    peak resident set beyond its idle self must not exceed the model's estimate (admission
+    would let a worker take a key it cannot hold), nor be far below it (a worker would refuse
+    keys it can hold)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "key_memory"), "--threads", "1",
+                           str(FIXTURES / "bn128_chain_10"), str(FIXTURES / "bn128_chain_14"),
+                           str(FIXTURES / "bls12381_chain_12")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines()[1:] if line.strip()]
+    assert len(rows) == 3, proc.stdout
+    for name, _curve, _domain, _key, measured, model, ratio in rows:
+        assert float(model) >= float(measured), (name, proc.stdout)
+        assert float(model) <= 3 * float(measured) + 8, (name, proc.stdout)

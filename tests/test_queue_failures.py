@@ -36,7 +36,7 @@ def _cli(queue, *args) -> subprocess.CompletedProcess:
 
 
 def test_a_sabotaged_worker_is_outvoted_and_its_build_quarantined(queue, tmp_path):
-    bad = queue.start_workers(1, fault="msm-wrong")          # its MSM returns a wrong, valid point
+    bad = queue.start_workers(1, fault="msm-wrong:above=256")   # its MSM returns a wrong, valid point (past the canary: see faults.py)
     bad_fp = queue.ready(bad)[0]["fingerprint"]
     # The good worker is slow on first attempts, so the bad one surely takes several partitions.
     good = queue.start_workers(1, fault="slow-first:1")
@@ -69,7 +69,7 @@ def test_a_sabotaged_worker_is_outvoted_and_its_build_quarantined(queue, tmp_pat
 
 
 def test_only_sabotaged_workers_fail_the_job_in_bounded_time_naming_the_build(queue):
-    bad = queue.start_workers(2, fault="msm-wrong")
+    bad = queue.start_workers(2, fault="msm-wrong:above=256")    # past the canary's 2^6 circuit: see faults.py
     build = queue.ready(bad)[0]["fingerprint"]["build"]
     job = queue.client().submit(ZKEY, PARTITIONS)
     t0 = time.monotonic()

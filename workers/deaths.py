@@ -70,7 +70,7 @@ class DeathWatch:
             unrecorded = " from outside (no out-of-memory kill was recorded)" if rc == -signal.SIGKILL else ""
             return Death(SIGNALLED, f"killed by {name}{unrecorded}")
         if rc == ExitCode.CONFIG:
-            return Death(EXITED, f"exited with status {rc} (bad configuration or a failed start-up check)",
+            return Death(EXITED, f"exited with status {rc} (bad configuration)",
                          restart=False, status=ExitCode.CONFIG)
         if rc == ExitCode.CANARY:
             return Death(EXITED, f"exited with status {rc}: its build failed the start-up canary (a wrong proof "

@@ -4,7 +4,9 @@ fetched or loaded: what admission compares with the room a worker has (workers/m
 
 CPU: the prover maps the key and reads every point section once per proof, so the key's bytes
 become resident; beside them it holds the witness, the NTT's evaluation vectors over the
-domain and the MSM's per-point scratch. The constants are fitted to measured peaks
+domain and the MSM's per-point scratch. Fixed-base MSM tables are not counted: a worker builds
+them only in the room its limit leaves beside the proof (workers/proving.py). The constants
+are fitted to measured peaks
 (`bench/key_memory --fit`, figures in docs/operations.md) and rounded up: admission must not
 let a worker take a key it cannot hold, so the estimate errs high.
 
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CPU_FIXED_BYTES = 24 << 20      # a proof's own fixed costs: thread stacks, verifier, Python objects
+CPU_FIXED_BYTES = 10 << 20      # a proof's own fixed costs: thread stacks, verifier, Python objects
+CPU_KEY_FACTOR = 1.6            # the mapped key and what its checks and transforms copy of it
 CPU_DOMAIN_SCALARS = 8          # scalar-field vectors of the domain's length alive at the NTT's peak
 CPU_POINT_SCRATCH = 16          # bytes per MSM point and thread: signed digits, bucket indices
 CUDA_DOMAIN_SCALARS = 6         # device NTT buffers: a, b, c, twiddles, coset twiddles, scratch
@@ -67,7 +70,15 @@ def host_needs(shape: KeyShape, backend: str, *, threads: int = 1) -> int:
     if backend == "cuda":   # the key is staged through pinned memory section by section
         return CUDA_HOST_FIXED_BYTES + shape.n_vars * 32 + shape.zkey_bytes // 8
     one, key, domain, points = cpu_terms(shape, threads=threads)
-    return int(CPU_FIXED_BYTES * one + key + CPU_DOMAIN_SCALARS * domain + CPU_POINT_SCRATCH * points)
+    return int(CPU_FIXED_BYTES * one + CPU_KEY_FACTOR * key + CPU_DOMAIN_SCALARS * domain + CPU_POINT_SCRATCH * points)
+
+
+def needs_by_backend(shape: KeyShape, *, threads: int = 2) -> dict[str, int]:
+    """What a partition of this key needs on each kind of worker: host bytes on a CPU worker
+    ("cpu") and on a GPU worker ("cuda"), and the GPU's own bytes ("device"); the scheduler
+    compares them with the workers' heartbeats (coordinator/scheduler.has_room)."""
+    return {"cpu": host_needs(shape, "cpu", threads=threads), "cuda": host_needs(shape, "cuda"),
+            "device": device_needs(shape)}
 
 
 def device_needs(shape: KeyShape) -> int:

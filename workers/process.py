@@ -61,13 +61,15 @@ class SupervisorWatch:
 
 def fit_key_cache(budget_bytes: int, device: str) -> int:
     """The key-cache budget this worker can actually hold: at most half the memory available
-    now on the host (and on its GPU, for cuda:N), logged when it has to shrink.
+    now under the limit that applies to it (its cgroup's, else the host's: workers/memory.py;
+    and on its GPU, for cuda:N), logged when it has to shrink.
 
     Raises:
         ConfigError: less than 64 MiB would be left for keys.
     """
-    import psutil
-    limits = {"host memory available": psutil.virtual_memory().available}
+    from .memory import process_limit
+    limit = process_limit()
+    limits = {f"memory available ({limit.source})": limit.available_bytes}
     if device.startswith("cuda:"):
         try:   # NVML only: CUDA must not be initialised in this (parent) process
             import pynvml
@@ -156,6 +158,7 @@ class WorkerRuntime:
         self.heartbeat: Heartbeat | None = None
         self.alive: Heartbeat | None = None
         self.stop_reaper: Callable[[], None] | None = None
+        self.idle_used_bytes: int | None = None     # the memory in use when it became ready
         self.supervisor_watch: SupervisorWatch | None = None
         self.consumer_watch: ConsumerWatch | None = None
 
@@ -180,7 +183,23 @@ class WorkerRuntime:
         except psutil.Error:
             children = []
         return {"worker": self.worker_id, "pid": os.getpid(), "pgid": os.getpgid(0), "children": children,
-                **self.describe(), "started_at": self.started_at}
+                **self.describe(), "started_at": self.started_at, "memory": self.memory()}
+
+    def memory(self) -> dict:
+        """What this worker has: the memory limit that applies to it (its cgroup's, or the
+        host's RAM), what is in use, and its capacity for keys (the limit less what it used
+        when it became ready, holding no key); on a GPU, the device's memory (NVML)."""
+        from .memory import device_memory, process_limit
+        m = process_limit()
+        if self.idle_used_bytes is None:
+            self.idle_used_bytes = m.used_bytes
+        out = {"limit_bytes": m.limit_bytes, "used_bytes": m.used_bytes, "source": m.source,
+               "capacity_bytes": max(0, m.limit_bytes - self.idle_used_bytes)}
+        if self.device.startswith("cuda:"):
+            device = device_memory(int(self.device.partition(":")[2]))
+            if device:
+                out["device_total_bytes"], out["device_free_bytes"] = device
+        return out
 
     def on_ready(self, sender=None, **_) -> None:
         """Celery's consumer is up (`sender`): start the heartbeat, the liveness beat and the reaper."""

@@ -27,6 +27,8 @@ from .keycache import KeyCache
 
 log = logging.getLogger("zkqueue.proving")
 
+TABLE_MARGIN_BYTES = 16 << 20     # left free beside the tables: the allocator's and Python's slack
+
 
 class SelfCheckFailed(BackendError):
     """The proof this worker made does not verify against the key's own verification key."""
@@ -57,6 +59,15 @@ class ResidentKey:
 
     zkey: object
     prepared: object | None
+
+
+def memory_room_for_tables(key) -> int:
+    """What the memory limit leaves for a key's fixed-base tables once a proof of it has the
+    room the admission model gives it (workers/key_needs.py), less a margin."""
+    from .key_needs import KeyShape, host_needs
+    from .memory import process_limit
+    shape = KeyShape(key.curve.name, key.domain_size, key.n_vars, key.n_public, 0)   # the key is mapped already
+    return process_limit().available_bytes - host_needs(shape, "cpu") - TABLE_MARGIN_BYTES
 
 
 class PartitionProver:
@@ -165,10 +176,12 @@ class PartitionProver:
         prepare = getattr(backend, "prepare", None)
         if prepare is None:
             return None
-        room = self.cache.free_bytes - key_bytes
+        # Tables are an option: never more than the memory limit leaves beside the proofs of
+        # this key (workers/admission.py), so that they cannot push the worker into the OOM killer.
+        room = min(self.cache.free_bytes - key_bytes, memory_room_for_tables(key))
         if room <= 0:
-            log.info("key %s: no MSM tables (key cache budget %d bytes, %d free, key %d bytes)",
-                     key.path, self.cache.budget_bytes, self.cache.free_bytes, key_bytes)
+            log.info("key %s: no MSM tables (key cache budget %d bytes, %d free, key %d bytes; memory room %d bytes)",
+                     key.path, self.cache.budget_bytes, self.cache.free_bytes, key_bytes, memory_room_for_tables(key))
             return None
         prepared = prepare(key, room, background=True)
         if prepared.planned_bytes < prepared.full_bytes:

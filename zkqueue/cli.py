@@ -118,7 +118,7 @@ def cmd_wait(args) -> int:
 def _status_dict(st) -> dict:
     return {"job": st.job_id, "state": st.state.value, "priority": st.priority.value,
             "partitions": [{"index": p.index, "state": p.state.value, "phase": p.phase, "attempts": p.attempts,
-                            "synth_attempts": p.synth_attempts, "source": p.source, "error": p.error,
+                            "synth_attempts": p.synth_attempts, "source": p.source, "error": p.error, "waiting": p.waiting,
                             "worker": p.worker, "timings_s": p.timings_s} for p in st.partitions],
             "timings_s": st.timings_s, "error": st.error, "bad_workers": st.bad_workers,
             "request_id": st.request_id}
@@ -143,32 +143,48 @@ def cmd_status(args) -> int:
                 phase = f" ({p.phase})" if p.phase != p.state.value else ""
                 print(f"  partition {p.index}: {p.state.value}{phase}, {p.attempts} attempt(s)"
                       f"{', worker ' + p.worker if p.worker else ''}{'  ' + t if t else ''}"
-                      f"{'  ' + p.error if p.error else ''}")
+                      f"{'  ' + p.error if p.error else ''}{'  waiting: ' + p.waiting if p.waiting else ''}")
             for bad in st.bad_workers:
                 print(f"  invalid proof of partition {bad['index']} from worker {bad['worker']}: {bad['reason']}")
             return EXIT_OK
         jobs = client.recent_jobs(args.limit)
         workers = client.workers()
-        from zkqueue.coordinator import deadletter, quarantine
+        from zkqueue.coordinator import canary, deadletter, quarantine
         dead = deadletter.count(client.r)
+        failing = canary.failing(client.r)
         if args.json:
             print(json.dumps({"jobs": [_status_dict(j.status()) for j in jobs], "workers": workers,
-                              "quarantined": quarantine.quarantined(client.r), "dead_letters": dead}, indent=1))
+                              "quarantined": quarantine.quarantined(client.r), "canary_failed": failing,
+                              "dead_letters": dead}, indent=1))
             return EXIT_OK
         held = quarantine.quarantined(client.r)
         print(f"{len(workers)} live worker(s)")
         for w in workers:
             fp = w.get("fingerprint", {})
             print(f"  {w['worker']}: {fp.get('backend')} on {fp.get('device_name')} ({fp.get('host')}), "
-                  f"build {fp.get('build')}" + ("  QUARANTINED" if fp.get("id") in held else ""))
+                  f"build {fp.get('build')}{_memory_words(w.get('memory'))}"
+                  + ("  QUARANTINED" if fp.get("id") in held else ""))
         for fp_id, rec in held.items():
             print(f"quarantined {quarantine.describe(fp_id, rec)}")
+        for fp_id, rec in failing.items():
+            print(f"CANARY FAILED {canary.describe(fp_id, rec)}")
         if dead:
             print(f"{dead} message(s) on the dead-letter list (`zkqueue dead-letters list`)")
         for job in jobs:
             progress = job.progress()
             print(summary(progress) + (f" - {progress.error}" if progress.error else ""))
         return EXIT_OK
+
+
+def _memory_words(memory: dict | None) -> str:
+    """", memory 512 MiB (cgroup v1 /sys/fs/...), room for keys 380 MiB": a heartbeat's figures."""
+    if not memory:
+        return ""
+    out = (f", memory {memory['limit_bytes'] >> 20} MiB ({memory.get('source')}), room for keys "
+           f"{memory.get('capacity_bytes', 0) >> 20} MiB")
+    if "device_total_bytes" in memory:
+        out += f", GPU {memory['device_free_bytes'] >> 20} of {memory['device_total_bytes'] >> 20} MiB free"
+    return out
 
 
 def cmd_quarantine(args) -> int:
