@@ -54,3 +54,18 @@ def test_a_loop_is_refused():
     with pytest.raises(ValueError, match="loop"):
         count("IMAD R1, R1, R1, RZ", "@P0 BRA 0x0", "EXIT")
 
+
+
+def test_zkqueue_field_kernels_use_wide_multiply_adds(tmp_path):
+    nvcc, cuobjdump = gpu_sass.find_nvcc(), gpu_sass.find_cuobjdump()
+    if not nvcc or not cuobjdump:
+        pytest.skip("needs nvcc and cuobjdump")
+    counts = gpu_sass.ours(gpu_sass.curves.BN128, tmp_path, nvcc, cuobjdump)
+    for op in gpu_sass.OPS:
+        assert counts[op].integer > 0
+    # 8 x 8 limb products a_j b_i and 8 x 8 of m p_j: each is one 32x32 -> 64 multiply-add,
+    # but for m p_0, whose low half only cancels the accumulator's low limb (ptxas keeps its
+    # high half: an IMAD.HI.U32), so 120 of them. The old row-by-row chains had none.
+    c = counts["mul"].opcodes
+    assert gpu_sass.wide_madds(counts["mul"]) == 120 and c["IMAD.HI.U32"] == 8, c
+    assert counts["madd"].integer > 8 * counts["mul"].integer
