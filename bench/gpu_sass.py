@@ -25,7 +25,7 @@ read from the given directory at bench time and nothing of it is copied into zkq
 `alt_bn128::fp_t` / `bls12_381::fp_t` operator* and operator^(2) (the wide_t square), and
 `xyzz_t<fp_t>::add(const Affine_t<fp_t>&)` (madd-2008-s, the straight-line one sppark's
 pippenger accumulates with) against zkqueue's `Fq::operator*`, `Fq::sqr()` and
-`Xyzz<Fq>::add_affine`.
+`Xyzz<Fq>::add_affine`; and `fr_t` operator* against `Fr::operator*` (the NTT's product).
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ from zkqueue.groth16.backends import cuda_source  # noqa: E402
 
 ARCH = "sm_90"
 SPPARK_URL = "https://github.com/supranational/sppark"
-OPS = ("mul", "sqr", "madd")
-OP_NAMES = {"mul": "Fq product", "sqr": "Fq square", "madd": "G1 mixed addition (XYZZ + affine)"}
+OPS = ("mul", "sqr", "madd", "frmul")
+OP_NAMES = {"mul": "Fq product", "sqr": "Fq square", "madd": "G1 mixed addition (XYZZ + affine)",
+            "frmul": "Fr product (the NTT's)"}
 CURVES = (curves.BN128, curves.BLS12381)
 # sppark's header and namespace of each curve's base field.
 SPPARK_FIELD = {"bn128": ("ff/alt_bn128.hpp", "alt_bn128"), "bls12381": ("ff/bls12-381.hpp", "bls12_381")}
@@ -70,6 +71,7 @@ extern "C" __global__ void k_madd(const Xyzz<Fq>* a, const Affine<Fq>* b, Xyzz<F
     int i = threadIdx.x;
     r[i] = a[i].add_affine(b[i]);
 }}
+extern "C" __global__ void k_frmul(const Fr* a, const Fr* b, Fr* r) {{ int i = threadIdx.x; r[i] = a[i] * b[i]; }}
 """
 
 SPPARK_SOURCE = """\
@@ -89,6 +91,8 @@ extern "C" __global__ void k_madd(const xyzz::mem_t* a, const affine::mem_t* b, 
     p.add(q);
     r[i] = p;
 }}
+using fr_t = {ns}::fr_t;
+extern "C" __global__ void k_frmul(const fr_t* a, const fr_t* b, fr_t* r) {{ int i = threadIdx.x; r[i] = a[i] * b[i]; }}
 """
 
 # ---- SASS: parsing and counting --------------------------------------------------------------
