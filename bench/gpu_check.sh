@@ -36,13 +36,18 @@
 #            and 2^24, each checked exactly (MSMs and proofs by folding the scalars onto the
 #            tiled base points, NTTs against the CPU backend) and against issue 21's targets
 #            (bench/gpu_kernels.py time)
+#   profile  one 2^24 G1 MSM (bn128) split into its phases by CUDA events (sort, accumulate,
+#            unit tree, bucket reduction, window combination, and the time between launches;
+#            checked exactly); `ncu --clock-control none` on msm_accumulate_g1 (2^22) and one
+#            ntt_pass (2^24): achieved occupancy, pipe utilisation, top stall reasons; and
+#            `compute-sanitizer --tool racecheck` on an MSM and an NTT at 2^12
+#            (bench/gpu_profile.py; the dry run takes the phase split on the emulation at 2^8)
 # Everything goes to one log, gpu_check.log, and a summary, gpu_check.json (with compare.json,
-# time.json, cpu_ref.json, gpu_queue.json and tests.xml beside them; compare, time and
-# gpu_queue also inside the summary), in $GPU_CHECK_OUT (default: $OUT when set, else
-# bench/results/gpu_check-<UTC time>): eight files.
-# Exit status 0 when no step failed. The run is budgeted to $GPU_CHECK_BUDGET_S
-# (default 400 s: under 7 minutes, NVRTC's compiles included); each step's limit is its
-# share plus whatever the steps before it did not use.
+# time.json, cpu_ref.json, gpu_queue.json, profile.json and tests.xml beside them; compare,
+# time, gpu_queue and profile also inside the summary), in $GPU_CHECK_OUT (default: $OUT when
+# set, else bench/results/gpu_check-<UTC time>): nine files. Exit status 0 when no step failed.
+# The run is budgeted to $GPU_CHECK_BUDGET_S (default 460 s: under 8 minutes, NVRTC's compiles
+# included); each step's limit is its share plus whatever the steps before it did not use.
 #
 # --dry runs the same steps with ZKQUEUE_CUDA_EMULATION=1 (the CUDA backend's real kernels
 # compiled by g++ and run as threads with their races checked), the GPU worker as `zkqueue
@@ -91,7 +96,7 @@ STEPS=$WORK/steps.tsv
 exec > >(tee -a "$LOG") 2>&1
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
-BUDGET=${GPU_CHECK_BUDGET_S:-400}
+BUDGET=${GPU_CHECK_BUDGET_S:-460}
 PLANNED=0
 PIDS_TO_KILL=()
 
@@ -122,7 +127,7 @@ step_end() {
     printf '%s\t%s\t%s\t%s\n' "$STEP" "$1" "$s" "$2" >>"$STEPS"
     echo "$1 $STEP ($s s): $2"
 }
-TOTAL_SHARES=400   # setup 130, tests 75, compare 40, prove 20, queue 40, time 95
+TOTAL_SHARES=460   # setup 130, tests 75, compare 40, prove 20, queue 40, time 95, profile 60
 
 echo "zkqueue gpu_check $STAMP on $(hostname); $( [ $DRY = 1 ] && echo 'DRY RUN: host emulation, no GPU' || echo GPU)"
 if git -C "$ROOT" rev-parse --short HEAD >/dev/null 2>&1; then
@@ -428,6 +433,82 @@ else
     step_end FAIL "not run: setup failed"
 fi
 
+# ---- profile ------------------------------------------------------------------------------
+step_begin profile 60
+if [ $SETUP_OK = 1 ]; then
+    PROFILE_OK=1
+    PROFILE_NOTE=""
+    profile_note() { PROFILE_NOTE+="${PROFILE_NOTE:+; }$1"; }
+    left() { local l=$(( STEP_T0 + LIMIT - $(date +%s) )); echo $(( l > 10 ? l : 10 )); }
+    # 1. The phase split of one MSM (the emulation's clock and a tiny size on the dry run).
+    PLOG2=$([ $DRY = 1 ] && echo 8 || echo 24)
+    timeout "$(left)" "$PY" bench/gpu_profile.py phases --log2 "$PLOG2" ${EMU[@]+"${EMU[@]}"} \
+        --json "$WORK/phases.json" 2>&1 | tee "$WORK/phases.out"
+    if [ "${PIPESTATUS[0]}" = 0 ]; then
+        profile_note "$(tail -n1 "$WORK/phases.out" | cut -c1-240)"
+    else
+        PROFILE_OK=0; profile_note "phase split FAILED: $(tail -n1 "$WORK/phases.out" | cut -c1-200)"
+    fi
+    # 2. ncu on the accumulation kernel and one NTT pass; 3. racecheck on the MSM and the NTT.
+    if [ $DRY = 1 ]; then
+        profile_note "ncu and racecheck skipped (dry: no GPU)"
+    else
+        NCU_SECTIONS=(--section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats
+                      --section InstructionStats --print-details all)
+        for job in "msm_accumulate_g1:msm:22" "ntt_pass:ntt:24"; do
+            IFS=: read -r kernel what lg <<<"$job"
+            budget=$(( $(left) - 40 ))
+            if ! command -v ncu >/dev/null; then
+                PROFILE_OK=0; profile_note "ncu not found"; break
+            elif [ $budget -lt 20 ]; then
+                PROFILE_OK=0; profile_note "ncu $kernel: no time left"; continue
+            fi
+            if timeout "$budget" ncu --clock-control none --target-processes all --kernel-name "$kernel" \
+                    --launch-count 1 "${NCU_SECTIONS[@]}" --csv --page details \
+                    "$PY" bench/gpu_profile.py run "$what" --log2 "$lg" >"$WORK/ncu_$kernel.csv" 2>"$WORK/ncu_$kernel.err" &&
+               "$PY" bench/gpu_profile.py ncu-summary "$WORK/ncu_$kernel.csv" --json "$WORK/ncu_$kernel.json" \
+                    >"$WORK/ncu_$kernel.out"; then
+                cat "$WORK/ncu_$kernel.out"
+                profile_note "$(head -c 300 "$WORK/ncu_$kernel.out")"
+            else
+                PROFILE_OK=0
+                profile_note "ncu $kernel FAILED: $(tail -n3 "$WORK/ncu_$kernel.err" "$WORK/ncu_$kernel.csv" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
+            fi
+        done
+        for what in msm ntt; do
+            budget=$(( $(left) - 5 ))
+            if ! command -v compute-sanitizer >/dev/null; then
+                PROFILE_OK=0; profile_note "compute-sanitizer not found"; break
+            elif [ $budget -lt 10 ]; then
+                PROFILE_OK=0; profile_note "racecheck $what: no time left"; continue
+            fi
+            if timeout "$budget" compute-sanitizer --tool racecheck --error-exitcode 3 \
+                    "$PY" bench/gpu_profile.py run "$what" --log2 12 >"$WORK/racecheck_$what.log" 2>&1; then
+                profile_note "racecheck $what 2^12: $(grep -m1 'RACECHECK SUMMARY' "$WORK/racecheck_$what.log" || echo 'no hazards')"
+            else
+                PROFILE_OK=0
+                profile_note "racecheck $what FAILED: $(grep -m1 -iE 'hazard|error' "$WORK/racecheck_$what.log" | cut -c1-200)"
+            fi
+            tail -n 5 "$WORK/racecheck_$what.log"
+        done
+    fi
+    # profile.json: the split, ncu's figures per kernel, racecheck's summary lines.
+    "$PY" - "$WORK" "$OUTDIR/profile.json" <<'EOF'
+import json, sys
+from pathlib import Path
+work, out = Path(sys.argv[1]), Path(sys.argv[2])
+doc = {"phases": json.loads((work / "phases.json").read_text()) if (work / "phases.json").exists() else None,
+       "ncu": {p.stem[4:]: json.loads(p.read_text()) for p in sorted(work.glob("ncu_*.json"))},
+       "racecheck": {p.stem[10:]: [ln for ln in p.read_text().splitlines()
+                                   if "RACECHECK" in ln or "hazard" in ln.lower()][:20]
+                     for p in sorted(work.glob("racecheck_*.log"))}}
+out.write_text(json.dumps(doc, indent=1))
+EOF
+    step_end "$([ $PROFILE_OK = 1 ] && echo PASS || echo FAIL)" "$PROFILE_NOTE"
+else
+    step_end FAIL "not run: setup failed"
+fi
+
 # ---- summary ------------------------------------------------------------------------------
 "${PY:-python3}" - "$STEPS" "$OUTDIR" "$DRY" "$(elapsed)" <<'EOF'
 import json, socket, subprocess, sys
@@ -450,7 +531,7 @@ for line in open(steps_path):
 summary = {"host": socket.gethostname(), "dry": dry, "total_s": total, "steps": steps,
            "gpu": gpu_name(),
            "passed": all(s["status"] != "FAIL" for s in steps)}
-for name in ("compare", "time", "gpu_queue"):
+for name in ("compare", "time", "gpu_queue", "profile"):
     p = outdir / f"{name}.json"
     if p.exists():
         summary[name] = json.loads(p.read_text())

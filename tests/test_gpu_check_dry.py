@@ -3,8 +3,9 @@
 The dry run takes the CUDA backend's real kernels on the host emulation
 (ZKQUEUE_CUDA_EMULATION=1) through the same steps as on a GPU machine: kernel comparisons
 with the CPU backend, `zkqueue prove --backend cuda` and verify on both curves, a real
-redis-server with a CUDA worker and a CPU worker proving an 8-partition job, and the timing
-script; only the GPU tests report SKIP. So a first GPU run can fail only on GPU problems.
+redis-server with a CUDA worker and a CPU worker proving an 8-partition job, the timing
+script, and the profile step's phase split of one MSM; only the GPU tests report SKIP. So a
+first GPU run can fail only on GPU problems.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def test_gpu_check_dry_run_passes_every_step_but_the_gpu_tests(tmp_path):
     summary = json.loads((out / "gpu_check.json").read_text())
     status = {s["step"]: s["status"] for s in summary["steps"]}
     assert status == {"setup": "PASS", "tests": "SKIP", "compare": "PASS", "prove": "PASS", "queue": "PASS",
-                      "time": "PASS"}, summary["steps"]
+                      "time": "PASS", "profile": "PASS"}, summary["steps"]
     assert summary["dry"] and summary["passed"]
     # Each step says what it did, on one line.
     for line in ("PASS compare", "PASS prove", "PASS queue", "SKIP tests", "gpu_check: PASS"):
@@ -48,6 +49,11 @@ def test_gpu_check_dry_run_passes_every_step_but_the_gpu_tests(tmp_path):
     assert "8/8 proofs verified" in queue["detail"] and "cuda" in queue["detail"], queue
     prove = next(s for s in summary["steps"] if s["step"] == "prove")
     assert "proved bn128 in" in prove["detail"] and "proved bls12381 in" in prove["detail"], prove
+    # The profile step split one MSM into its phases (on the emulation's clock), result exact.
+    phases = summary["profile"]["phases"]
+    assert phases["ok"] and phases["launches"] >= 7 and phases["phases_ms"]["accumulate"] > 0, phases
+    assert set(phases["phases_ms"]) == {"sort", "accumulate", "unit tree", "bucket reduction",
+                                        "window combination"}, phases
     # Every timed row was checked exactly (folded MSMs and proofs, NTTs against the CPU).
     assert timing["unchecked"] == 0 and all(r["ok"] for r in timing["rows"]), timing["rows"]
     # The tests step left a record of each test (tests.xml), here every GPU test skipped.

@@ -13,14 +13,13 @@
 // The portable path, Fp::mul_portable in field.cuh (CIOS with 64-bit intermediates), is
 // what the host emulation computes with; tests check all three agree.
 //
-// Bounds (p < 2^(32N - 1) for every modulus here, so 2p < 2^(32N)):
-//  * mul (CIOS): the accumulator t has N + 1 limbs; at each step t + a*b_i + m*p < 2p*2^32 <
-//    2^(32(N+1)), so no chain carries out of limb N, and t < 2p after each shift.
-//  * sqr (SOS): the off-diagonal half-products, doubled, plus the diagonal, give a^2 in 2N
-//    limbs; the reduction keeps an N + 1 limb window acc < 2^(32N) + p (acc_i = (T mod
-//    2^(32(N+i+1)) + q_i p) / 2^(32(i+1)) with q_i < 2^(32(i+1))), so again nothing carries
-//    out, and the result (T + q p)/R < p^2/R + p < 2p.
-// Both end with one conditional subtraction of p: results are fully reduced, as everywhere.
+// Bounds (p < 2^(32N - 1) for every modulus here, so 2p < 2^(32N)): the product keeps its
+// running value below 2p between rows (the argument is at chain::mul), so it ends with one
+// conditional subtraction of p; the square is the product with both operands equal. Results
+// are fully reduced, as everywhere.
+//
+// Instruction counts: bench/gpu_sass.py compiles these for sm_90 and counts the SASS against
+// sppark's fp_t for the same modulus (docs/gpu-kernels.md has the table).
 #pragma once
 #include "common.cuh"
 
@@ -28,8 +27,18 @@ namespace zkq {
 namespace chain {
 
 #if defined(__CUDA_ARCH__)
+// -1/p mod 2^32 in constant memory, for the product's m = t_0 * (-1/p). BLS12-381 r's is
+// 2^32 - 1: seen as an immediate, ptxas turns m into -t_0 and then splits each m * p_j into
+// separate low and high multiply-adds (a BLS12-381 Fr product was 247 integer instructions
+// against 191 for BN254's r); a value it cannot see keeps every m * p_j one IMAD.WIDE.U32
+// (199). The modulus limbs themselves stay immediates.
+template <class F>
+__constant__ uint32_t const_minv = F::minv();
+
 // One PTX instruction per method; the carry flag is the hardware's.
 struct PtxOps {
+    template <class F>
+    static __device__ __forceinline__ uint32_t minv() { return const_minv<F>; }
 #define ZKQ_PTX4(name, ins)                                                                                \
     __device__ __forceinline__ void name(uint32_t& d, uint32_t a, uint32_t b, uint32_t c) {              \
         asm volatile(ins " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));                         \
@@ -59,6 +68,8 @@ struct PtxOps {
 // The same instructions with the carry flag (the borrow, after sub.cc/subc.cc) in `cf`.
 struct ModelOps {
     uint32_t cf = 0;
+    template <class F>
+    static ZKQ_HD_HOT uint32_t minv() { return F::minv(); }
     using u64 = uint64_t;
     ZKQ_HD_HOT void mad_lo_cc(uint32_t& d, uint32_t a, uint32_t b, uint32_t c) { u64 s = (u64)(uint32_t)(a * b) + c; d = (uint32_t)s; cf = (uint32_t)(s >> 32); }
     ZKQ_HD_HOT void madc_lo_cc(uint32_t& d, uint32_t a, uint32_t b, uint32_t c) { u64 s = (u64)(uint32_t)(a * b) + c + cf; d = (uint32_t)s; cf = (uint32_t)(s >> 32); }
@@ -88,101 +99,102 @@ ZKQ_HD_HOT void reduce_once(Ops& o, uint32_t* r, const uint32_t* t) {
     for (int j = 0; j < N; j++) r[j] = borrow ? t[j] : s[j];
 }
 
-// t[0..N] += x * y_j (j = 0..N-1) shifted by `at` limbs into t: the low halves in one chain,
-// the high halves in another. t[N] must be 0 on entry when at == 0 (see the bounds above).
-template <int N, class Ops, class Y>
-ZKQ_HD_HOT void mul_add_row(Ops& o, uint32_t* t, uint32_t x, Y y) {
-    o.mad_lo_cc(t[0], x, y(0), t[0]);
+// acc[2k], acc[2k+1] += x * y(k) for k = 0..K-1 as 64-bit multiply-adds: one carry chain in
+// which each lo/hi pair of one product (mad.lo.cc then madc.hi.cc on the same operands, into
+// adjacent limbs) becomes a single IMAD.WIDE.U32(.X) in SASS. With CarryIn the chain takes the
+// flag left by the instruction before it; with CarryOut it leaves its carry in the flag,
+// otherwise the last high half takes no carry out (the caller's bound says it is zero).
+template <int K, bool CarryIn, bool CarryOut, class Ops, class Y>
+ZKQ_HD_HOT void mad_pairs(Ops& o, uint32_t* acc, uint32_t x, Y y) {
 #pragma unroll
-    for (int j = 1; j < N; j++) o.madc_lo_cc(t[j], x, y(j), t[j]);
-    o.addc(t[N], t[N], 0);
-    o.mad_hi_cc(t[1], x, y(0), t[1]);
-#pragma unroll
-    for (int j = 1; j < N - 1; j++) o.madc_hi_cc(t[j + 1], x, y(j), t[j + 1]);
-    o.madc_hi(t[N], x, y(N - 1), t[N]);
+    for (int k = 0; k < K; k++) {
+        if (k == 0 && !CarryIn) o.mad_lo_cc(acc[0], x, y(0), acc[0]);
+        else o.madc_lo_cc(acc[2 * k], x, y(k), acc[2 * k]);
+        if (k == K - 1 && !CarryOut) o.madc_hi(acc[2 * k + 1], x, y(k), acc[2 * k + 1]);
+        else o.madc_hi_cc(acc[2 * k + 1], x, y(k), acc[2 * k + 1]);
+    }
 }
 
-// r = a * b * 2^(-32N) mod p (CIOS), fully reduced.
+// r = a * b * 2^(-32N) mod p, fully reduced: CIOS, one row per limb b_i, with the running value
+// held in two accumulators so that every limb product is one 32x32 -> 64 multiply-add into a
+// pair of limbs and the two halves of a row are independent chains:
+//   T = E + lone + 2^32 * O,
+// E (N + 1 limbs) takes the products at even limb positions (a_0 b_i, a_2 b_i, ..., and m p_0,
+// m p_2, ...) as pairs (0,1), (2,3), ...; O (N limbs, limb k at position k + 1) takes the odd
+// ones (a_1 b_i at its pair (0,1), ...); `lone` is one limb at position 0 left over by the
+// previous row's shift. Each row:
+//   E[0] += lone (its carry is position 1: it enters O's chain), O += a_odd * b_i,
+//   E += a_even * b_i, m = E[0] * (-1/p), E += m p_even, O += m p_odd,
+// after which E[0] = 0 and T/2^32 is again of that shape with the roles swapped: the new E is
+// O (now aligned at position 0), lone = E[1], and the new O is E[2..N].
+// Bounds: T < 2p before a row and T + a b_i + m p < 2p * 2^32 after it (a < p, b_i, m < 2^32),
+// so O * 2^32 < 2p * 2^32 < 2^(32(N+1)): O never carries out of its N limbs (its chains end
+// without a carry out), E needs the one extra limb E[N], and the result T < 2p.
 template <class F, class Ops>
-ZKQ_HD_HOT void mul(uint32_t* r, const uint32_t* a, const uint32_t* b) {
-    constexpr int N = F::N;
+ZKQ_HD_HOT void mul(uint32_t* r, const uint32_t* a_in, const uint32_t* b_in) {
+    constexpr int N = F::N, H = N / 2;
+    static_assert(N % 2 == 0, "limb pairs");
     Ops o;
-    uint32_t t[N + 1];
+    // Operands in registers first: read through a pointer at every use, each asm statement
+    // gets its own load, and ptxas no longer sees the lo/hi pair of one product as one.
+    uint32_t a[N], b[N];
 #pragma unroll
-    for (int j = 0; j <= N; j++) t[j] = 0;
-    const uint32_t inv = F::minv();
+    for (int k = 0; k < N; k++) {
+        a[k] = a_in[k];
+        b[k] = b_in[k];
+    }
+    uint32_t E[N + 1], O[N], lone = 0;
+    const uint32_t inv = Ops::template minv<F>();
+    auto a_even = [&](int k) { return a[2 * k]; };
+    auto a_odd = [&](int k) { return a[2 * k + 1]; };
+    auto p_even = [](int k) { return F::mod(2 * k); };
+    auto p_odd = [](int k) { return F::mod(2 * k + 1); };
 #pragma unroll
     for (int i = 0; i < N; i++) {
-        mul_add_row<N>(o, t, b[i], [&](int j) { return a[j]; });
-        const uint32_t m = o.mul_lo(t[0], inv);
-        mul_add_row<N>(o, t, m, [](int j) { return F::mod(j); });
+        if (i == 0) {  // T = 0: plain products, no carries
 #pragma unroll
-        for (int j = 0; j < N; j++) t[j] = t[j + 1];
-        t[N] = 0;
+            for (int k = 0; k < H; k++) {
+                const uint64_t e = (uint64_t)a[2 * k] * b[0], d = (uint64_t)a[2 * k + 1] * b[0];
+                E[2 * k] = (uint32_t)e;
+                E[2 * k + 1] = (uint32_t)(e >> 32);
+                O[2 * k] = (uint32_t)d;
+                O[2 * k + 1] = (uint32_t)(d >> 32);
+            }
+            E[N] = 0;
+        } else {
+            o.add_cc(E[0], E[0], lone);
+            mad_pairs<H, true, false>(o, O, b[i], a_odd);
+            mad_pairs<H, false, true>(o, E, b[i], a_even);
+            o.addc(E[N], 0, 0);
+        }
+        const uint32_t m = o.mul_lo(E[0], inv);
+        mad_pairs<H, false, true>(o, E, m, p_even);
+        o.addc(E[N], E[N], 0);
+        mad_pairs<H, false, false>(o, O, m, p_odd);
+        // Divide by 2^32 (E[0] is now 0): O becomes the even accumulator, E[2..N] the odd one.
+        lone = E[1];
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            const uint32_t next_odd = k < N - 1 ? E[k + 2] : 0;
+            E[k] = O[k];
+            O[k] = next_odd;
+        }
     }
+    // T = E + lone + 2^32 O < 2p < 2^(32N): merge without a carry out, then subtract p once.
+    uint32_t t[N];
+    o.add_cc(t[0], E[0], lone);
+#pragma unroll
+    for (int k = 1; k < N - 1; k++) o.addc_cc(t[k], E[k], O[k - 1]);
+    o.addc(t[N - 1], E[N - 1], O[N - 2]);
     reduce_once<F>(o, r, t);
 }
 
-// r = a^2 * 2^(-32N) mod p: half the cross products, doubled, plus the squares (SOS), then
-// a word-by-word Montgomery reduction through an N + 1 limb window.
+// r = a^2 * 2^(-32N) mod p: the product's code with both operands a (as many instructions as a
+// product, fewer than a dedicated square built from half the cross products then costs once
+// its doubling and separate reduction are counted; see docs/gpu-kernels.md).
 template <class F, class Ops>
 ZKQ_HD_HOT void sqr(uint32_t* r, const uint32_t* a) {
-    constexpr int N = F::N;
-    Ops o;
-    uint32_t T[2 * N];
-#pragma unroll
-    for (int j = 0; j < 2 * N; j++) T[j] = 0;
-    // Cross products a_i a_j (i < j) at limb i + j: row i touches limbs 2i+1 .. i+N, and
-    // limb i+N is still zero when the row starts.
-#pragma unroll
-    for (int i = 0; i < N - 1; i++) {
-        const int len = N - 1 - i;  // products in this row
-        uint32_t* row = T + 2 * i + 1;  // limb of a_i a_(i+1)
-        if (len == 1) {
-            o.mad_lo_cc(row[0], a[i], a[i + 1], row[0]);
-            o.addc(row[1], row[1], 0);
-            o.mad_hi(row[1], a[i], a[i + 1], row[1]);
-            continue;
-        }
-        o.mad_lo_cc(row[0], a[i], a[i + 1], row[0]);
-#pragma unroll
-        for (int k = 1; k < len; k++) o.madc_lo_cc(row[k], a[i], a[i + 1 + k], row[k]);
-        o.addc(row[len], row[len], 0);
-        o.mad_hi_cc(row[1], a[i], a[i + 1], row[1]);
-#pragma unroll
-        for (int k = 1; k < len - 1; k++) o.madc_hi_cc(row[k + 1], a[i], a[i + 1 + k], row[k + 1]);
-        o.madc_hi(row[len], a[i], a[i + len], row[len]);
-    }
-    // Double (the cross sum is below a^2 / 2, so nothing is lost), then add the squares.
-    o.add_cc(T[0], T[0], T[0]);
-#pragma unroll
-    for (int j = 1; j < 2 * N - 1; j++) o.addc_cc(T[j], T[j], T[j]);
-    o.addc(T[2 * N - 1], T[2 * N - 1], T[2 * N - 1]);
-    o.mad_lo_cc(T[0], a[0], a[0], T[0]);
-    o.madc_hi_cc(T[1], a[0], a[0], T[1]);
-#pragma unroll
-    for (int i = 1; i < N - 1; i++) {
-        o.madc_lo_cc(T[2 * i], a[i], a[i], T[2 * i]);
-        o.madc_hi_cc(T[2 * i + 1], a[i], a[i], T[2 * i + 1]);
-    }
-    o.madc_lo_cc(T[2 * N - 2], a[N - 1], a[N - 1], T[2 * N - 2]);
-    o.madc_hi(T[2 * N - 1], a[N - 1], a[N - 1], T[2 * N - 1]);
-    // Reduction: acc = T's low N limbs; each round adds m*p, drops a limb, takes the next of T.
-    uint32_t acc[N + 1];
-#pragma unroll
-    for (int j = 0; j < N; j++) acc[j] = T[j];
-    acc[N] = 0;
-    const uint32_t inv = F::minv();
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-        const uint32_t m = o.mul_lo(acc[0], inv);
-        mul_add_row<N>(o, acc, m, [](int j) { return F::mod(j); });
-#pragma unroll
-        for (int j = 0; j < N; j++) acc[j] = acc[j + 1];
-        o.add_cc(acc[N - 1], acc[N - 1], T[N + i]);
-        o.addc(acc[N], 0, 0);
-    }
-    reduce_once<F>(o, r, acc);
+    mul<F, Ops>(r, a, a);
 }
 
 // r = a + b mod p (a, b < p).
