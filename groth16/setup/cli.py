@@ -4,6 +4,11 @@ positional arguments (groth16/cli.py registers them beside prove and verify)."""
 from __future__ import annotations
 
 
+def _snarkjs_value(v: str | None) -> str | None:
+    """snarkjs takes options as `-n=NAME`; argparse reads that as "=NAME": drop the "="."""
+    return v[1:] if v is not None and v.startswith("=") else v
+
+
 def cmd_new(args) -> int:
     from .zkey_new import new_zkey
     new_zkey(args.r1cs, args.ptau, args.zkey, threads=args.threads)
@@ -12,14 +17,14 @@ def cmd_new(args) -> int:
 
 def cmd_beacon(args) -> int:
     from .contribution import beacon
-    beacon(args.zkey_in, args.zkey_out, args.beacon_hash, args.num_iterations_exp, name=args.name,
+    beacon(args.zkey_in, args.zkey_out, args.beacon_hash, args.num_iterations_exp, name=_snarkjs_value(args.name),
            threads=args.threads)
     return 0
 
 
 def cmd_contribute(args) -> int:
     from .contribution import contribute
-    contribute(args.zkey_in, args.zkey_out, name=args.name, entropy=args.entropy, threads=args.threads)
+    contribute(args.zkey_in, args.zkey_out, name=_snarkjs_value(args.name), entropy=_snarkjs_value(args.entropy), threads=args.threads)
     return 0
 
 
