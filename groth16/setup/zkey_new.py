@@ -232,18 +232,26 @@ def _write_h(out: SectionWriter, pt: Ptau, curve, need: int, n: int) -> None:
 def _hash_tau(csh, pt: Ptau, curve, n: int, threads: int) -> None:
     """The circuit hash's H part: tauG1[n + i] - tauG1[i] for i < n - 1, as snarkjs's
     hashHPoints reads them: in chunks of HASH_CHUNK points where every chunk, the last
-    included, is min(n - 1, HASH_CHUNK) points long. Past n - 1 the reads run on into the
-    tau powers beyond (the .ptau is bigger than the circuit) or past the section's end."""
-    g1b = curve.g1_bytes
+    included, is min(n - 1, HASH_CHUNK) points long. Reads past n - 1 run on into the tau
+    powers beyond (a .ptau bigger than the circuit) or, with a .ptau of exactly the
+    circuit's power, past the section's end: wasm_overrun repeats snarkjs's arithmetic on
+    those bytes."""
+    from .wasm_overrun import sub_affine_u  # noqa: PLC0415
+
+    g1b, n8 = curve.g1_bytes, curve.n8q
     off, size = pt.file.sections[2]
+    data = pt.file.data
     csh.update(u32be(n - 1))
     per = min(n - 1, HASH_CHUNK)
     for i in range(0, n - 1, HASH_CHUNK):
-        end = (i + per + n) * g1b
-        if end > size:
-            raise UnsupportedError(
-                f"the powers of tau has power {pt.power}, exactly the circuit's: snarkjs's circuit hash "
-                f"then reads {(end - size) // g1b} point(s) past the tau powers, which zkqueue does not "
-                f"reproduce; use a .ptau of power {pt.power + 1} or more", path=pt.path)
-        csh.update(ns.sub_u_g1(curve.native_id, pt.file.address(off + (i + n) * g1b), pt.file.address(off + i * g1b),
-                               per, g1b, threads))
+        inside = max(0, min(per, (size // g1b) - n - i))   # points whose tauG1[n + i + j] is in the section
+        if inside:
+            csh.update(ns.sub_u_g1(curve.native_id, pt.file.address(off + (i + n) * g1b),
+                                   pt.file.address(off + i * g1b), inside, g1b, threads))
+        for j in range(inside, per):
+            a_at, b_at = off + (i + j + n) * g1b, off + (i + j) * g1b
+            raw = bytes(data[a_at:a_at + g1b]).ljust(g1b, b"\0")
+            p1 = (int.from_bytes(raw[:n8], "little"), int.from_bytes(raw[n8:], "little"))
+            b = bytes(data[b_at:b_at + g1b])
+            p2 = (int.from_bytes(b[:n8], "little"), int.from_bytes(b[n8:], "little"))
+            csh.update(sub_affine_u(p1, p2, curve.q, n8))
