@@ -183,6 +183,9 @@ def new_zkey(r1cs_path: str, ptau_path: str, zkey_path: str, *, threads: int | N
         mats = [(rowstart[m], term_c, term_k) for m in range(3)]
         l_parts = [(*mats[0], beta_l), (*mats[1], alpha_l), (*mats[2], tau_l)]
 
+        def release(section: int, start: int, size: int) -> None:
+            pt.file.release(pt.file.sections[section][0] + start, size)
+
         def points(stype: int, group: int, parts, first: int, count: int) -> None:
             """Section `stype`: signals [first, first + count) of the combination, with their hash."""
             pb = g1b if group == 1 else g2b
@@ -194,15 +197,24 @@ def new_zkey(r1cs_path: str, ptau_path: str, zkey_path: str, *, threads: int | N
                 ns.combine(cid, group, parts, sec_addr, r1.n8, first + s, k, chunk, threads)
                 out.write(chunk)
                 csh.update(ns.lem_to_u(cid, group, chunk, k, threads))
-            log.info("section %d: %d points (%.2f s)", stype, count, time.perf_counter() - t0)
+            r1.file.release(r1.sec_off, r1.sec_len)   # the coefficients the terms point into
+            log.info("section %d: %d points (%.2f s, cpu %.2f s)", stype, count, time.perf_counter() - t0, time.process_time())
 
         points(3, 1, l_parts, 0, n_pub + 1)
         _write_h(out, pt, curve, need, n)
         _hash_tau(csh, pt, curve, n, threads)
+        # Mapped pages count in this process's RSS until dropped: each part of the .ptau (and
+        # the .r1cs coefficients) leaves the resident set once the sections that read it are
+        # written (the page cache keeps them for a re-read).
+        release(12, ((2 << need) - 1) * g1b, 2 * n * g1b)
+        release(2, 0, pt.file.sections[2][1])
         log.info("section 9 and the tau hash (%.2f s)", time.perf_counter() - t0)
         points(8, 1, l_parts, n_pub + 1, n_vars - n_pub - 1)
+        release(14, base * g1b, n * g1b)
+        release(15, base * g1b, n * g1b)
         points(5, 1, [(*mats[0], tau_l)], 0, n_vars)
         points(6, 1, [(*mats[1], tau_l)], 0, n_vars)
+        release(12, base * g1b, n * g1b)
         points(7, 2, [(*mats[1], tau2_l)], 0, n_vars)
         digest = csh.digest()
         out.begin(10, 64 + 4)

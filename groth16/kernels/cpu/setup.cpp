@@ -17,8 +17,10 @@
 //  * scale_g1: every point times one scalar (a contribution's 1/delta on sections 8, 9).
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
+#include "glv.hpp"
 #include "zkq.hpp"
 
 extern "C" int zkq_msm_g1(int curve, const uint64_t* points, const uint64_t* scalars_std, size_t n,
@@ -241,13 +243,97 @@ struct Part {
     const uint64_t* bases;    // affine LEM points
 };
 
-// A term ready for the doubling chain: its point (negated for a negated coefficient),
-// its NAF digits, and their count.
-template <class F>
-struct Term {
-    Affine<F> p;
-    int len;
-    int8_t d[260];
+// Straus's simultaneous multiplication with the GLV endomorphism: sum k_i P_i with one
+// doubling chain of ~128 steps for all terms. Each coefficient k (made at most (r-1)/2 by
+// negating the point) splits into k1 + k2 lambda with |k1|, |k2| < 2^128, so a term is two
+// half-length scalars on P and phi(P) = (beta x, y). Every term gets the odd multiples
+// P, 3P, ..., 15P (width-5 NAF digits), made affine together with one field inversion for
+// the whole batch, so the chain adds them with mixed additions. Terms with coefficient +-1
+// are plain additions.
+template <int CURVE, class F>
+struct Straus {
+    static constexpr int NT = 1 << (WNAF_W - 2);  // odd multiples per point
+    struct Half {
+        uint32_t table;   // index of its point's first multiple in `aff`
+        bool phi, neg;    // use phi(P) / negate
+        int len;
+        int8_t d[136];
+    };
+    std::vector<Half> halves;
+    std::vector<Jacobian<F>> jac;
+    std::vector<Affine<F>> aff;
+    std::vector<F> pre;
+    Jacobian<F> acc;  // the +-1 terms
+    int maxlen = 0;
+    typename BaseOf<F>::type beta = glv_beta<CURVE, F>();
+
+    void clear() {
+        halves.clear();
+        jac.clear();
+        acc = Jacobian<F>::infinity();
+        maxlen = 0;
+    }
+
+    // Adds the term k * P (k: 4 words, < r).
+    template <class Fr>
+    void add(const uint64_t* kin, Affine<F> P) {
+        uint64_t k[4] = {kin[0], kin[1], kin[2], kin[3]};
+        if (P.is_inf() || !(k[0] | k[1] | k[2] | k[3])) return;
+        if (above_half<Fr>(k)) { neg_mod_r<Fr>(k); P = -P; }
+        if (k[0] == 1 && !(k[1] | k[2] | k[3])) { acc = jac_madd(acc, P); return; }
+        GlvHalf h[2] = {};
+        if (!glv_decompose<CURVE>(k, h[0], h[1])) throw std::runtime_error("GLV decomposition out of bounds");
+        const uint32_t t = (uint32_t)jac.size();
+        jac.push_back(Jacobian<F>::from_affine(P));
+        const Jacobian<F> two = jac_dbl(jac[t]);
+        for (int j = 1; j < NT; j++) jac.push_back(jac_add(jac[t + j - 1], two));
+        for (int i = 0; i < 2; i++) {
+            if (!(h[i].mag[0] | h[i].mag[1])) continue;
+            Half hf;
+            hf.table = t;
+            hf.phi = i == 1;
+            hf.neg = h[i].neg;
+            const uint64_t m[4] = {h[i].mag[0], h[i].mag[1], 0, 0};
+            hf.len = wnaf(m, hf.d);
+            maxlen = std::max(maxlen, hf.len);
+            halves.push_back(hf);
+        }
+    }
+
+    // The sum of every term added since clear().
+    Jacobian<F> sum() {
+        if (halves.empty()) return acc;
+        // the multiples, affine, with one inversion (Montgomery's trick)
+        const size_t n = jac.size();
+        pre.resize(n);
+        aff.resize(n);
+        F prod = F::one();
+        for (size_t i = 0; i < n; i++) {
+            pre[i] = prod;
+            if (!jac[i].is_inf()) prod = prod * jac[i].Z;
+        }
+        F inv = field_inv(prod);
+        for (size_t i = n; i-- > 0;) {
+            if (jac[i].is_inf()) { aff[i] = Affine<F>::infinity(); continue; }
+            const F zi = inv * pre[i];
+            inv = inv * jac[i].Z;
+            const F zi2 = zi.sqr();
+            aff[i] = Affine<F>{jac[i].X * zi2, jac[i].Y * zi2 * zi};
+        }
+        Jacobian<F> chain = Jacobian<F>::infinity();
+        for (int b = maxlen - 1; b >= 0; b--) {
+            chain = jac_dbl(chain);
+            for (const Half& h : halves) {
+                if (b >= h.len || !h.d[b]) continue;
+                const int dg = h.d[b];
+                Affine<F> q = aff[h.table + ((dg > 0 ? dg : -dg) >> 1)];
+                if (h.phi && !q.is_inf()) q.x = q.x * beta;
+                if ((dg < 0) != h.neg) q = -q;
+                chain = jac_madd(chain, q);
+            }
+        }
+        return jac_add(chain, acc);
+    }
 };
 
 template <class F, class Fr>
@@ -269,47 +355,19 @@ struct Combiner {
         else load_coef(coefs + off, n8, k);
     }
 
-    // Straus over the signal's terms: one doubling chain, coefficient +-1 terms added once.
-    Jacobian<F> row(uint64_t s, std::vector<Term<F>>& terms, std::vector<Jacobian<F>>& table) const {
-        Jacobian<F> acc = Jacobian<F>::infinity();
-        terms.clear();
-        int maxlen = 0;
+    // The signal's sum: every term into one Straus batch.
+    template <int CURVE>
+    Jacobian<F> row(uint64_t s, Straus<CURVE, F>& st) const {
+        st.clear();
         for (int p = 0; p < nparts; p++) {
             const Part& pt = parts[p];
             for (int64_t t = pt.rowstart[s]; t < pt.rowstart[s + 1]; t++) {
                 uint64_t k[4];
                 coef_of(pt.term_k[t], k);
-                Affine<F> P = load_point<F>(pt.bases + (size_t)pt.term_c[t] * (sizeof(Affine<F>) / 8));
-                if (P.is_inf() || !(k[0] | k[1] | k[2] | k[3])) continue;
-                if (above_half<Fr>(k)) { neg_mod_r<Fr>(k); P = -P; }
-                if (k[0] == 1 && !(k[1] | k[2] | k[3])) { acc = acc.add_affine(P); continue; }
-                terms.emplace_back();
-                Term<F>& tm = terms.back();
-                tm.p = P;
-                tm.len = wnaf(k, tm.d);
-                maxlen = std::max(maxlen, tm.len);
+                st.template add<Fr>(k, load_point<F>(pt.bases + (size_t)pt.term_c[t] * (sizeof(Affine<F>) / 8)));
             }
         }
-        if (terms.empty()) return acc;
-        constexpr int NT = 1 << (WNAF_W - 2);  // odd multiples per term
-        table.resize(terms.size() * NT);
-        for (size_t i = 0; i < terms.size(); i++) {
-            Jacobian<F>* T = &table[i * NT];
-            T[0] = Jacobian<F>::from_affine(terms[i].p);
-            const Jacobian<F> two = jac_dbl(T[0]);
-            for (int j = 1; j < NT; j++) T[j] = jac_add(T[j - 1], two);
-        }
-        Jacobian<F> chain = Jacobian<F>::infinity();
-        for (int b = maxlen - 1; b >= 0; b--) {
-            chain = jac_dbl(chain);
-            for (size_t i = 0; i < terms.size(); i++) {
-                if (b >= terms[i].len) continue;
-                const int dg = terms[i].d[b];
-                if (dg > 0) chain = jac_add(chain, table[i * NT + (dg >> 1)]);
-                else if (dg < 0) chain = jac_add(chain, -table[i * NT + ((-dg) >> 1)]);
-            }
-        }
-        return jac_add(chain, acc);
+        return st.sum();
     }
 };
 
@@ -353,14 +411,14 @@ int combine(int group, int nparts, const uint64_t* part_words, const uint8_t* co
     const uint64_t nblocks = (nrows + BLOCK - 1) / BLOCK;
     std::atomic<uint64_t> next{0};
     parallel_for(threads, (size_t)threads, [&](size_t, size_t, int) {
-        std::vector<Term<F>> terms;
-        std::vector<Jacobian<F>> table, res;
+        Straus<C, F> st;
+        std::vector<Jacobian<F>> res;
         std::vector<uint64_t> tmp;
         for (uint64_t b; (b = next.fetch_add(1)) < nblocks;) {
             const uint64_t lo = b * BLOCK, hi = std::min(nrows, lo + BLOCK);
             res.assign(hi - lo, Jacobian<F>::infinity());
             for (uint64_t i = lo; i < hi; i++)
-                if (!big[i]) res[i - lo] = cb.row(s_begin + i, terms, table);
+                if (!big[i]) res[i - lo] = cb.template row<C>(s_begin + i, st);
             tmp.resize((hi - lo) * PW);
             store_affine(res, tmp.data());
             for (uint64_t i = lo; i < hi; i++)
@@ -433,31 +491,21 @@ int sub_u(const uint64_t* a, const uint64_t* b, uint64_t n, uint8_t* out, int th
     return ZKQ_OK;
 }
 
-template <class F>
+template <int CURVE, class F>
 int scale(const uint64_t* in, uint64_t n, const uint64_t* k, uint64_t* out, int threads) {
+    using Fr = typename CurveT<CURVE>::Fr;
     constexpr size_t PW = sizeof(Affine<F>) / 8;
-    int8_t d[260];
-    const int len = wnaf(k, d);
-    constexpr int NT = 1 << (WNAF_W - 2);
     parallel_for(threads, n, [&](size_t lo, size_t hi, int) {
         constexpr size_t BLOCK = 1024;
+        Straus<CURVE, F> st;
         std::vector<Jacobian<F>> res;
         for (size_t s = lo; s < hi; s += BLOCK) {
             const size_t e = std::min(hi, s + BLOCK);
             res.resize(e - s);
             for (size_t i = s; i < e; i++) {
-                const Affine<F> P = load_point<F>(in + i * PW);
-                Jacobian<F> T[NT];
-                T[0] = Jacobian<F>::from_affine(P);
-                const Jacobian<F> two = jac_dbl(T[0]);
-                for (int j = 1; j < NT; j++) T[j] = jac_add(T[j - 1], two);
-                Jacobian<F> acc = Jacobian<F>::infinity();
-                for (int bt = len - 1; bt >= 0; bt--) {
-                    acc = jac_dbl(acc);
-                    if (d[bt] > 0) acc = jac_add(acc, T[d[bt] >> 1]);
-                    else if (d[bt] < 0) acc = jac_add(acc, -T[(-d[bt]) >> 1]);
-                }
-                res[i - s] = acc;
+                st.clear();
+                st.template add<Fr>(k, load_point<F>(in + i * PW));
+                res[i - s] = st.sum();
             }
             store_affine(res, out + s * PW);
         }
@@ -535,7 +583,7 @@ int zkq_setup_sub_u_g1(int curve, const uint64_t* a, const uint64_t* b, uint64_t
 // out[i] = k * in[i] for n affine LEM G1 points; k: 4 words, standard form, < r.
 int zkq_setup_scale_g1(int curve, const uint64_t* in, uint64_t n, const uint64_t* k, uint64_t* out, int threads) {
     return guarded([&]() -> int {
-        ZKQ_DISPATCH_CURVE(curve, (scale<typename CurveT<C>::Fq>(in, n, k, out, threads)))
+        ZKQ_DISPATCH_CURVE(curve, (scale<C, typename CurveT<C>::Fq>(in, n, k, out, threads)))
     });
 }
 
