@@ -253,3 +253,15 @@ def test_read_past_the_tau_powers_matches_wasmcurves(curve, tmp_path):
         p1 = (int.from_bytes(a[:n8], "little"), int.from_bytes(a[n8:], "little"))
         p2 = (int.from_bytes(b[:n8], "little"), int.from_bytes(b[n8:], "little"))
         assert sub_affine_u(p1, p2, c.q, n8).hex() == want
+
+
+def test_small_chunks_give_the_same_key(snarkjs_keys, tmp_path, monkeypatch):
+    """The streaming paths at their edges: 16-entry coefficient chunks (so constraints with
+    more A and B terms than that take the buffer-growing path), 100-point output chunks and
+    tiny signal blocks; the key is still snarkjs's, byte for byte."""
+    from zkqueue.groth16.setup import zkey_new
+    monkeypatch.setattr(zkey_new, "CHUNK_CONSTRAINTS", 0)
+    monkeypatch.setattr(zkey_new, "CHUNK_ROWS", 100)
+    out = tmp_path / "small.zkey"
+    zkey_new.new_zkey(str(FIXTURES / "bn128_poseidon_10" / "circuit.r1cs"), str(ptau("bn128")), str(out), threads=2)
+    assert sha256(out) == sha256(snarkjs_keys["bn128_poseidon_10"])
