@@ -8,13 +8,14 @@
 //  * combine: point row s = sum over the signal's terms of coef * base[constraint], for
 //    whole runs of signals at once: the A, B1, B2, C and IC sections of `zkey new` (the
 //    bases are the Lagrange-basis points of the prepared .ptau). Terms of one signal share
-//    one doubling chain (Straus, width-5 NAF); a coefficient above (r-1)/2 is used as its
-//    negative (so -1, -2 cost what 1, 2 cost); a signal with very many terms goes to the
-//    Pippenger MSM (zkq_msm_g1/g2).
+//    one doubling chain (Straus with GLV half scalars, width-5 NAF; see struct Straus); a
+//    coefficient above (r-1)/2 is used as its negative (so -1, -2 cost what 1, 2 cost); a
+//    signal with very many terms goes to the Pippenger MSM (zkq_msm_g1/g2).
 //  * sub_u: (a_i - b_i) in the uncompressed encoding that the circuit hash reads.
 //  * lem_to_u: points from the file encoding (LEM) to the uncompressed one (big-endian,
 //    standard form; infinity all zeros), as snarkjs's batchLEMtoU.
-//  * scale_g1: every point times one scalar (a contribution's 1/delta on sections 8, 9).
+//  * scale_g1: every point times one scalar (a contribution's 1/delta on sections 8, 9),
+//    each with the same Straus/GLV code.
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
