@@ -1,4 +1,4 @@
-"""The `zkqueue` command line: prove, verify and export-vk, with snarkjs's positional interface.
+"""The `zkqueue` command line: prove, verify, export-vk and zkey, with snarkjs's positional interface.
 
 Exit codes: 0 success (verify: valid), 1 verify: invalid proof / prove: failure that is not
 the input's fault, 2 bad or unreadable input. Errors are one line on stderr, never a traceback.
@@ -168,6 +168,8 @@ def add_commands(sub) -> None:
 
     from .witness import cli as witness_cli      # light: wasmtime loads when its commands run
     witness_cli.add_commands(sub)
+    from .setup import cli as setup_cli          # light: numpy loads when its commands run
+    setup_cli.add_commands(sub, _threads)
 
 
 _PROVE_OPTIONS = {"--backend": _BACKENDS, "--threads": None}   # None: a positive decimal integer

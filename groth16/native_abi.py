@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 from _thread import allocate_lock  # threading.Lock, without importing threading (~1 ms)
-from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
 from . import native
 from .errors import BackendError, Cancelled, FormatError, InputError
@@ -34,6 +34,8 @@ ERRORS: dict[int, tuple[type, str]] = {
     13: (FormatError, "coefficient value is not below r"),
     20: (FormatError, "point coordinate is not below the field prime q"),
     21: (FormatError, "point is not on the curve"),
+    30: (FormatError, "the constraint section ends inside a constraint"),
+    31: (FormatError, "a constraint term names a signal beyond the number of wires"),
 }
 ERR_POINT_RANGE, ERR_POINT_CURVE = 20, 21
 
@@ -73,6 +75,14 @@ SIGNATURES: dict[str, list] = {
     "zkq_g1_validate": [c_int, _bytes],
     "zkq_g2_validate": [c_int, _bytes],
     "zkq_pairing_value": [c_int, _bytes, _bytes, _addr],
+    # the phase-2 setup (groth16/setup/: zkey new, beacon, contribute)
+    "zkq_setup_r1cs_count": [c_int, _addr, c_uint64, c_int, c_uint32, c_uint32, _addr, POINTER(c_int64)],
+    "zkq_setup_r1cs_fill": [c_int, _addr, c_uint64, c_int, c_uint32, c_uint32, c_uint32, POINTER(c_uint64),
+                            _addr, _addr, _addr, _addr, c_uint64, POINTER(c_uint32), POINTER(c_uint64)],
+    "zkq_setup_combine": [c_int, c_int, c_int, _addr, _addr, c_int, c_uint64, c_uint64, _addr, c_int],
+    "zkq_setup_lem_to_u": [c_int, c_int, _addr, c_uint64, _addr, c_int],
+    "zkq_setup_sub_u_g1": [c_int, _addr, _addr, c_uint64, _addr, c_int],
+    "zkq_setup_scale_g1": [c_int, _addr, c_uint64, _addr, _addr, c_int],
     # arithmetic probes for the tests (tests/test_cpu_kernels.py, tests/test_msm_glv.py)
     "zkq_test_field_op": [c_int, c_int, c_int, _addr, _addr, _addr, c_size_t],
     "zkq_test_field_mul": [c_int, c_int, _addr, _addr, _addr, c_size_t],

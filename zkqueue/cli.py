@@ -36,7 +36,7 @@ EXIT_PARTIAL = 3      # done with failures: the verified proofs are written, the
 # process whose start-up counts (see main).
 
 # groth16.cli's commands, and groth16.witness.cli's: main runs them without the queue's parser.
-CORE_COMMANDS = frozenset({"prove", "verify", "export-vk", "wtns", "fullprove"})
+CORE_COMMANDS = frozenset({"prove", "verify", "export-vk", "wtns", "fullprove", "zkey"})
 
 
 def _queue_input_errors() -> tuple[type[BaseException], ...]:

@@ -16,3 +16,5 @@
 #define ZKQ_ERR_COEF_VALUE 13       // coefficient entry: value >= r
 #define ZKQ_ERR_POINT_RANGE 20      // point coordinate >= q
 #define ZKQ_ERR_POINT_CURVE 21      // point not on the curve
+#define ZKQ_ERR_SETUP_TRUNC 30      // setup: the .r1cs constraint section ends inside a constraint
+#define ZKQ_ERR_SETUP_SIGNAL 31     // setup: a .r1cs term names a signal >= the number of wires
