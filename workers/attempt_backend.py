@@ -75,22 +75,11 @@ class AttemptBackend:
         self._check()
         if self._faults.hangs(self._attempt):
             faults_mod.block_in_native_code()
-        cancel, done = ctypes.c_int(0), threading.Event()
-
-        def relay_stop():  # the native call polls an int, not a threading.Event
-            while not self._stop.wait(0.05):
-                if done.is_set():
-                    return
-            cancel.value = 1
-
-        relay = threading.Thread(target=relay_stop, name="stop-relay", daemon=True)
-        relay.start()
-        try:
-            pi_a, pi_b, pi_c = self._inner.prove_whole(zkey, witness_std, r, s, cancel=cancel)
-        except Cancelled:
-            raise Stopped("the attempt was stopped") from None
-        finally:
-            done.set()
+        with self._relay() as cancel:
+            try:
+                pi_a, pi_b, pi_c = self._inner.prove_whole(zkey, witness_std, r, s, cancel=cancel)
+            except Cancelled:
+                raise Stopped("the attempt was stopped") from None
         if self._faults.wrong_msm(zkey.n_vars):
             pi_a, pi_c = faults_mod.wrong_a_msm(self._inner, zkey, pi_a, pi_c, s)
         return pi_a, pi_b, pi_c
@@ -106,7 +95,7 @@ class AttemptBackend:
                 out = self._inner.prove_batch(zkey, witnesses, blinding, cancel=cancel)
             except Cancelled:
                 raise Stopped("the attempt was stopped") from None
-        if self._faults.msm_wrong:
+        if self._faults.wrong_msm(zkey.n_vars):
             out = [item if isinstance(item, BaseException) else self._wrong(zkey, item, s)
                    for item, (_r, s) in zip(out, blinding)]
         return out
@@ -122,7 +111,7 @@ class AttemptBackend:
         """A ctypes int set to 1 once the stop flag is set (what the backends poll)."""
         cancel, done = ctypes.c_int(0), threading.Event()
 
-        def relay_stop():
+        def relay_stop():  # the native calls poll an int, not a threading.Event
             while not self._stop.wait(0.05):
                 if done.is_set():
                     return
