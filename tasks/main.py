@@ -99,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("TEST FAULT ACTIVE on worker %s: %s", worker_id, fault)
     # The pool child inherits these at fork: its identity is a value, not the environment.
     context.configure(settings, proc, identity)
-    if not _canary_passes(context.get(), args.threads or proc.threads or None):
-        return ExitCode.CANARY
+    if proc.canary:
+        verdict = _canary(context.get(), args.threads or proc.threads or None)
+        if verdict is not None:
+            return verdict
 
     from . import finalize, partition, synthesize  # noqa: F401  (registers the tasks before the pool forks)
     consumed = queues(worker_id, args.device, args.synthesize)
@@ -122,16 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     return ExitCode.OK
 
 
-def _canary_passes(ctx, threads: int | None) -> bool:
+def _canary(ctx, threads: int | None) -> int | None:
     """Proves the bundled canary circuits on this worker's backend (workers/canary.py, in a
     process of its own) before the worker takes any work; records a failure (or clears an old
-    one of this fingerprint) where `zkqueue status` and the metrics show it."""
+    one of this fingerprint) where `zkqueue status` and the metrics show it. Returns None when
+    it passed, else this worker's exit status: CANARY for a wrong proof, FAILED when the canary
+    could not run (its process killed: the supervisor names an OOM kill and backs off)."""
     from zkqueue.coordinator import canary as canary_record
     from zkqueue.workers import canary
+    from zkqueue.workers.exit_codes import ExitCode
 
     import redis
 
     result = canary.run(ctx.identity.backend, threads)
+    if result.crashed:
+        log.error("worker %s: %s; stopping", ctx.worker_id, result.reason)
+        return ExitCode.FAILED
     if result.ok:
         log.info("worker %s passed its canary in %.2f s", ctx.worker_id, result.seconds)
     else:
@@ -144,7 +152,7 @@ def _canary_passes(ctx, threads: int | None) -> bool:
             canary_record.record_failure(ctx.scheduler.r, ctx.fingerprint, ctx.worker_id, result.reason, result.seconds)
     except redis.RedisError as exc:     # the verdict stands; only its record waits for Redis
         log.warning("cannot record the canary's result in Redis: %s", exc)
-    return result.ok
+    return None if result.ok else ExitCode.CANARY
 
 
 def _preload_in_the_pool_child() -> None:

@@ -58,16 +58,18 @@ def test_an_oom_kill_is_counted_in_the_group():
 
 
 def test_a_worker_whose_group_is_too_small_to_start_is_named_dead_of_memory_and_backed_off(queue):  # noqa: F811
-    # 64 MiB holds the supervisor (~16 MiB) but not a worker process (~80 MiB at start): the
-    # kernel's OOM killer kills the worker each time it starts.
-    with MemoryGroup(64 << 20) as group:
+    # 40 MiB holds the supervisor (~16 MiB) but not a worker process (~80 MiB once its imports
+    # are done): the kernel's OOM killer kills the worker each time it starts. (With a little
+    # more, enough to start but not to hold keys, the worker refuses to start instead, saying so:
+    # workers/process.fit_key_cache reads the same limit.)
+    with MemoryGroup(40 << 20) as group:
         workers = queue.start_workers(1, prefix=group.prefix())
 
         def two_deaths():
             deaths = [line for line in workers.log().splitlines() if "died of memory" in line]
             return deaths if len(deaths) >= 2 else None
         deaths = wait_until(two_deaths, 60, "the supervisor to log two deaths of memory")
-        assert "OOM killer" in deaths[0] and str(group.path) in deaths[0] and "64 MiB" in deaths[0], deaths[0]
+        assert "OOM killer" in deaths[0] and str(group.path) in deaths[0] and "40 MiB" in deaths[0], deaths[0]
         # Backed off, not a hot loop: each restart waits longer than the one before.
         assert "restarting in 1 s" in deaths[0] and "restarting in 2 s" in deaths[1], deaths
         assert group.oom_kills() >= 2
@@ -76,7 +78,7 @@ def test_a_worker_whose_group_is_too_small_to_start_is_named_dead_of_memory_and_
 
 # ---- admission: a worker claims only partitions whose key it can hold -----------------------
 
-BIG = FIXTURES / "bn128_chain_14"        # a 2^14 key: about 27 MiB to prove on one thread (the model)
+BIG = FIXTURES / "keys" / "bn128_chain_14"        # a 2^14 key: about 27 MiB to prove on one thread (the model)
 MIB = 1 << 20
 
 
@@ -159,7 +161,7 @@ def test_the_admission_model_covers_the_measured_peak_of_a_proof():
     would let a worker take a key it cannot hold), nor be far below it (a worker would refuse
     keys it can hold)."""
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "key_memory"), "--threads", "1",
-                           str(FIXTURES / "bn128_chain_10"), str(FIXTURES / "bn128_chain_14"),
+                           str(FIXTURES / "bn128_chain_10"), str(FIXTURES / "keys" / "bn128_chain_14"),
                            str(FIXTURES / "bls12381_chain_12")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split() for line in proc.stdout.splitlines()[1:] if line.strip()]

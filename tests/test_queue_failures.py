@@ -283,8 +283,8 @@ def _worker_pids(group) -> list[int]:
 def test_a_worker_killed_at_start_is_restarted_with_backoff_not_in_a_hot_loop(queue):
     group = queue.start_workers(1)
     starts = []
-    # Kill each new worker process as soon as it appears, three times, as the kernel's
-    # out-of-memory killer does to a process that cannot fit.
+    # Kill each new worker process as soon as it appears, three times, from outside (the
+    # kernel's own OOM kill, in a real cgroup, is tests/test_memory.py's).
     while len(starts) < 3:
         pid = wait_until(lambda: [p for p in _worker_pids(group) if p not in [s[0] for s in starts]], 30,
                          "the supervisor to start a worker")[0]
@@ -294,7 +294,7 @@ def test_a_worker_killed_at_start_is_restarted_with_backoff_not_in_a_hot_loop(qu
     assert gaps[0] >= 0.9 and gaps[1] >= 1.9, f"restarted after {gaps}: no backoff"
     assert group.proc.poll() is None
     log = group.log()
-    assert "killed by SIGKILL" in log and "after start (out of memory?); restarting in 2 s" in log, log[-3000:]
+    assert "killed by SIGKILL from outside" in log and "after start; restarting in 2 s" in log, log[-3000:]
     queue.ready(group)                               # left alone, it comes up and works
     assert len(queue.client().submit(ZKEY, PARTITIONS[:1]).wait(60).partitions) == 1
 

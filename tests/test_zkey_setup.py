@@ -40,8 +40,8 @@ def ptau(curve: str) -> Path:
 
 
 def zkqueue_program(*args) -> subprocess.CompletedProcess:
-    """The installed `zkqueue` command's entry (coordinator.cli.main), as a user runs it."""
-    return subprocess.run([sys.executable, "-c", "import sys; from zkqueue.coordinator.cli import main; "
+    """The installed `zkqueue` command's entry (zkqueue.cli.main), as a user runs it."""
+    return subprocess.run([sys.executable, "-c", "import sys; from zkqueue.cli import main; "
                            "sys.exit(main())", *map(str, args)], capture_output=True, text=True, timeout=600)
 
 

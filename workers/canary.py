@@ -38,6 +38,7 @@ class CanaryResult:
     ok: bool
     seconds: float
     reason: str = ""
+    crashed: bool = False   # the canary could not run to a verdict (killed, timed out): no fault of the build
 
 
 def canary_files(curve: str) -> tuple[Path, Path]:
@@ -87,6 +88,9 @@ def run(backend_kind: str, threads: int | None, *, env: dict | None = None, time
     except subprocess.TimeoutExpired:
         return CanaryResult(False, time.monotonic() - t0, f"the canary proof did not finish within {timeout_s:g} s "
                             "(a hung kernel?)")
+    if proc.returncode < 0:     # killed (the OOM killer, an operator): no verdict on the build
+        return CanaryResult(False, time.monotonic() - t0, f"the canary process was killed by signal {-proc.returncode}",
+                            crashed=True)
     try:
         found = json.loads(proc.stdout.strip().splitlines()[-1])
         return CanaryResult(bool(found["ok"]), float(found["seconds"]), str(found["reason"]))

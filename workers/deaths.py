@@ -76,6 +76,10 @@ class DeathWatch:
             return Death(EXITED, f"exited with status {rc}: its build failed the start-up canary (a wrong proof "
                          "of the bundled circuit; `zkqueue status` names the build): it takes no work",
                          restart=False, status=ExitCode.CANARY)
+        oom = self._oom_words()
+        if oom:     # one of its processes (the canary, a pool child) was the OOM killer's
+            return Death(OUT_OF_MEMORY, f"died of memory: exited with status {rc} after the kernel's OOM killer "
+                         f"killed one of its processes ({oom})")
         return Death(EXITED, f"exited with status {rc}")
 
     def _oom_words(self) -> str:

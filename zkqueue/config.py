@@ -162,6 +162,9 @@ PROCESS_VARS = (
     Var("flower_auth", str, "", PROCESS, "`user:password` for `zkqueue flower`'s HTTP basic auth",
         shown="none (required)"),
     Var("flower_port", int, 5555, PROCESS, "`zkqueue flower`'s port (`--port`)"),
+    Var("canary", bool, True, PROCESS,
+        "a worker proves the bundled canary circuits on its backend before it takes any work (`workers/canary.py`); "
+        "`0` skips that: only for a test of a worker whose backend cannot prove here on purpose, never in a fleet"),
     Var("fault", str, "", PROCESS, "test only: injected worker faults (`workers/faults.py`)", shown="none"),
     Var("alive_file", str, "", PROCESS,
         "set by `zkqueue worker` for each worker process: a file it touches every heartbeat, which the "
