@@ -210,6 +210,13 @@ class Scheduler:
         owns the slot now) or "job_over"."""
         return self.transitions.run("refresh", job_id, slot, token=token, worker=worker).kind
 
+    def refresh_batch(self, job_id: str, members: list[tuple[int, int]], worker: str) -> list[str]:
+        """refresh() of each (index, token) of a batch this worker holds, in one transition:
+        a verdict per member, in order ("ok", "overdue", "lost"), or ["job_over"]."""
+        out = self.transitions.run("refresh_batch", job_id, members[0][0],
+                                   members=[[int(i), int(t)] for i, t in members], worker=worker)
+        return [out.kind, *out.detail]
+
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
                fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0
                ) -> Recorded | Reply:
@@ -323,6 +330,20 @@ class Scheduler:
         if out.kind == "parked":
             return Parked(token=int(d[0]))
         return _reply(out)
+
+    def recheck(self, members: list[str]) -> tuple[list[tuple[str, str, int]], list[str]]:
+        """Queued slots whose checks are due ("{job}|{slot}" members of zkq:checks): re-arms
+        each one still queued, in one transition for all of them (recheck.lua). Returns the
+        (job, slot, token) of those, whose messages the reaper looks for, and the members
+        that are not queued any more, for reap() one by one."""
+        if not members:
+            return [], []
+        job_id, _ = keys.parse_member(members[0])
+        out = self.transitions.run("recheck", job_id, FINALIZE_SLOT, members=members)
+        n = int(out.kind)
+        d = out.detail
+        checks = [(d[4 * i], d[4 * i + 1], int(d[4 * i + 2])) for i in range(n)]
+        return checks, list(d[4 * n:])
 
     # -- finalize --------------------------------------------------------------------------
 
