@@ -47,6 +47,8 @@ submitted as circuit inputs), ``finalize`` verify every proof):
     zkq:worker:{worker}            string  JSON heartbeat of a live worker, with a TTL
     zkq:workers                    zset    worker -> last heartbeat (listing, cleanup)
     zkq:reaper                     string  the reaper lock: owner token, with a TTL
+    zkq:flower                     string  set while a `zkqueue flower` runs (a TTL it renews):
+                                           workers then send Celery task events from the start
     zkq:fingerprints               hash    fingerprint id -> JSON fingerprint (of workers whose
                                            proofs failed verification)
     zkq:strikes                    hash    fingerprint id -> invalid proofs it made of witnesses
@@ -164,6 +166,10 @@ def workers() -> str:
 
 def reaper_lock() -> str:
     return f"{PREFIX}:reaper"
+
+
+def flower() -> str:
+    return f"{PREFIX}:flower"
 
 
 def fingerprints() -> str:

@@ -83,7 +83,7 @@ class Reaper:
         for zset in (keys.deadlines(), keys.checks()):
             while True:
                 due = self.s.r.zrangebyscore(zset, "-inf", redis_time(self.s.r), start=0, num=DUE_BATCH)
-                acted += self._reap(due)
+                acted += self._reap(due) if zset == keys.deadlines() else self._recheck(due)
                 if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
                     break
         acted += self._adopt_orphans()
@@ -112,6 +112,15 @@ class Reaper:
                 case Reply(kind="gave_up"):
                     log.error("job %s %s: no eligible worker for orphan_timeout_s: given up", job_id, what(slot))
                     acted += 1
+        if checks:
+            acted += self._resend_missing(checks)
+        return acted
+
+    def _recheck(self, due: list[bytes]) -> int:
+        """Due checks of queued slots: re-armed in one transition (Scheduler.recheck), then
+        their messages looked for; a slot that moved on meanwhile goes through reap.lua."""
+        checks, others = self.s.recheck([raw.decode() for raw in due])
+        acted = self._reap([m.encode() for m in others]) if others else 0
         if checks:
             acted += self._resend_missing(checks)
         return acted

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 
 import redis
 
@@ -39,6 +40,13 @@ ELECTED = "finalize="
 # claim_batch.lua reads at most this many slots per partition it may take: a bounded scan
 # (O(batch), whatever the job's size) that still skips partitions others hold.
 BATCH_SCAN_FACTOR = 4
+# How many sent slots one mark_sent.lua call marks queued (a submit's messages): the script's
+# run time grows with it, and Redis serves nobody else meanwhile.
+MARK_CHUNK = 256
+# What a worker keeps of what it read: the files of its last jobs (they never change), and the
+# measured runtimes for a few seconds.
+JOB_FILES_CACHED = 64
+RUNTIME_CACHED_S = 5.0
 
 
 def connect(settings: Settings) -> redis.Redis:
@@ -68,6 +76,8 @@ class Scheduler:
         self.transitions = Transitions(self.r, settings)
         self.registry = Registry(self.r, ttl_s=settings.heartbeat_ttl_s)
         self._sender: Sender | None = None
+        self._job_files: dict[str, JobFiles] = {}
+        self._runtime: dict[str, tuple[float, tuple[float | None, float | None]]] = {}
 
     @property
     def sender(self) -> Sender:
@@ -88,7 +98,26 @@ class Scheduler:
 
     def send(self, job_id: str, slot, token: int, *, route_to: str = "", priority: int | None = None) -> None:
         """Sends the message of (slot, token), whatever its kind, and marks it queued."""
-        slot = str(slot)
+        self._send_message(job_id, str(slot), token, route_to=route_to, priority=priority)
+        self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=[[str(slot), token]])
+
+    def send_all(self, job_id: str, slots, token: int, *, priority: int) -> None:
+        """Sends the message of each of `slots` (all under `token`), then marks them queued
+        MARK_CHUNK at a time: one transition per chunk rather than one per slot. A crash
+        before a chunk is marked leaves its slots `sending`, and the reaper sends them again
+        (a duplicate message is stale or finds its slot busy)."""
+        chunk: list[list] = []
+        for slot in slots:
+            self._send_message(job_id, str(slot), token, priority=priority)
+            chunk.append([str(slot), token])
+            if len(chunk) >= MARK_CHUNK:
+                self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=chunk)
+                chunk = []
+        if chunk:
+            self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=chunk)
+
+    def _send_message(self, job_id: str, slot: str, token: int, *, route_to: str = "",
+                      priority: int | None = None) -> None:
         kind = keys.slot_kind(slot)
         if kind == "finalize":
             self.sender.send_finalize(job_id, token, route_to=route_to)
@@ -99,7 +128,6 @@ class Scheduler:
                 self.sender.send_synthesis(job_id, int(keys.partition_of(slot)), token, priority=priority)
             else:
                 self.sender.send_partition(job_id, int(slot), token, priority=priority, route_to=route_to)
-        self.transitions.run("mark_sent", job_id, slot, token=token)
 
     def _send_if(self, out: Outcome, job_id: str, slot, *, route_to: str = "", priority: int | None = None
                  ) -> Sent | Reply:
@@ -142,8 +170,7 @@ class Scheduler:
         submitted = Submitted(out.detail[0], created=out.kind == "created")
         if submitted.created:
             first = [keys.synth_slot(i) for i in range(len(inputs))] if inputs else range(len(witnesses))
-            for slot in first:
-                self.send(job_id, slot, 1, priority=priority.broker_priority)
+            self.send_all(job_id, first, 1, priority=priority.broker_priority)
         return submitted
 
     def record_key_shape(self, zkey_sha: str, shape: dict) -> None:
@@ -195,16 +222,24 @@ class Scheduler:
         owns the slot now) or "job_over"."""
         return self.transitions.run("refresh", job_id, slot, token=token, worker=worker).kind
 
+    def refresh_batch(self, job_id: str, members: list[tuple[int, int]], worker: str) -> list[str]:
+        """refresh() of each (index, token) of a batch this worker holds, in one transition:
+        a verdict per member, in order ("ok", "overdue", "lost"), or ["job_over"]."""
+        out = self.transitions.run("refresh_batch", job_id, members[0][0],
+                                   members=[[int(i), int(t)] for i, t in members], worker=worker)
+        return [out.kind, *out.detail]
+
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
                fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0
                ) -> Recorded | Reply:
         """Stores a partition's proof once (sending finalize when every partition has now
         ended); strikes the fingerprints whose proofs of this partition failed; folds the
-        timings into the runtime averages. Returns Recorded, or Reply "duplicate", "stale" or
-        "job_over"."""
+        timings into the runtime averages (in the same transition). Returns Recorded, or
+        Reply "duplicate", "stale" or "job_over"."""
         out, elected = self._elect(job_id, self.transitions.run(
             "record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
-            build=_word(fingerprint.get("build", ""))))
+            build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
+            key_load_s=key_load_s))
         if out.kind != "recorded":
             return _reply(out)
         quarantined: tuple[str, ...] = ()
@@ -213,9 +248,6 @@ class Scheduler:
                                           confirmed_by=fingerprint.get("id", ""))
             # strike.lua answers a bare list of the fingerprints it quarantined (maybe empty).
             quarantined = (struck.kind, *struck.detail) if struck.kind else ()
-        if runtime_field:
-            self.transitions.run("measure", job_id, index, field=runtime_field, prove_s=prove_s,
-                                 key_load_s=key_load_s)
         return Recorded(finalize_token=elected, quarantined=quarantined)
 
     def witness_ready(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
@@ -313,6 +345,20 @@ class Scheduler:
             return Parked(token=int(d[0]))
         return _reply(out)
 
+    def recheck(self, members: list[str]) -> tuple[list[tuple[str, str, int]], list[str]]:
+        """Queued slots whose checks are due ("{job}|{slot}" members of zkq:checks): re-arms
+        each one still queued, in one transition for all of them (recheck.lua). Returns the
+        (job, slot, token) of those, whose messages the reaper looks for, and the members
+        that are not queued any more, for reap() one by one."""
+        if not members:
+            return [], []
+        job_id, _ = keys.parse_member(members[0])
+        out = self.transitions.run("recheck", job_id, FINALIZE_SLOT, members=members)
+        n = int(out.kind)
+        d = out.detail
+        checks = [(d[4 * i], d[4 * i + 1], int(d[4 * i + 2])) for i in range(n)]
+        return checks, list(d[4 * n:])
+
     # -- finalize --------------------------------------------------------------------------
 
     def reprove(self, job_id: str, token: int, bad: list[dict]) -> Reproved | Reply:
@@ -370,8 +416,18 @@ class Scheduler:
     # -- what the tasks read -----------------------------------------------------------------
 
     def job_files(self, job_id: str) -> JobFiles:
-        """The job's key, circuit .wasm (and its name) and .r1cs, by sha256 ("" for none)."""
-        return JobFiles(*(_text(v) for v in self.r.hmget(keys.job(job_id), "zkey", "wasm", "wasm_name", "r1cs")))
+        """The job's key, circuit .wasm (and its name) and .r1cs, by sha256 ("" for none).
+
+        They never change once the job is submitted: a worker reads them once per job (the
+        last JOB_FILES_CACHED jobs), not once per partition."""
+        files = self._job_files.get(job_id)
+        if files is None:
+            files = JobFiles(*(_text(v) for v in self.r.hmget(keys.job(job_id), "zkey", "wasm", "wasm_name", "r1cs")))
+            if files.zkey:      # a job that exists
+                if len(self._job_files) >= JOB_FILES_CACHED:
+                    self._job_files.pop(next(iter(self._job_files)))
+                self._job_files[job_id] = files
+        return files
 
     def slot_record(self, job_id: str, slot) -> SlotRecord:
         """A slot's files, when it was enqueued and whom it has blamed (one read)."""
@@ -404,9 +460,17 @@ class Scheduler:
 
     def measured_runtime(self, field: str) -> tuple[float | None, float | None]:
         """The measured proving and key-loading seconds of `field` (key|device class;
-        measure.lua's averages), None for what was never measured."""
+        record.lua's moving averages), None for what was never measured. Read at most once
+        per RUNTIME_CACHED_S per field: they set how long an attempt may run, and averages a
+        few seconds old set it as well."""
+        hit = self._runtime.get(field)
+        if hit is not None and time.monotonic() - hit[0] < RUNTIME_CACHED_S:
+            return hit[1]
         prove_s, load_s = self.r.hmget(keys.runtime(), field, f"{field}|load")
-        return (float(prove_s) if prove_s is not None else None, float(load_s) if load_s is not None else None)
+        measured = (float(prove_s) if prove_s is not None else None, float(load_s) if load_s is not None else None)
+        if measured[0] is not None:     # nothing measured yet: ask again next time
+            self._runtime[field] = (time.monotonic(), measured)
+        return measured
 
     def waiting(self, queues) -> int:
         """How many messages wait on the broker's `queues` (every priority list of each)."""

@@ -21,6 +21,7 @@ consumes and checks that no worker goes down.
 from __future__ import annotations
 
 import logging
+import time
 from queue import Empty
 
 import redis
@@ -32,6 +33,32 @@ from . import deadletter, keys
 from .broker import decode_task
 
 log = logging.getLogger("zkqueue.broker")
+
+
+class _KnownJobs:
+    """Jobs this process found in Redis lately, with their partition count (which never
+    changes): a consumer takes a job's messages one after another, and looks the job up once
+    per KNOWN_JOB_S rather than once per message. A job that expired meanwhile gets its
+    message delivered; the claim then finds the job over and the message is acknowledged."""
+
+    def __init__(self, ttl_s: float, size: int = 256):
+        self.ttl_s, self.size = ttl_s, size
+        self._seen: dict[str, tuple[float, bytes]] = {}
+
+    def get(self, job_id: str):
+        hit = self._seen.get(job_id)
+        if hit is None or time.monotonic() - hit[0] > self.ttl_s:
+            return None
+        return hit[1]
+
+    def put(self, job_id: str, n) -> None:
+        if len(self._seen) >= self.size:
+            self._seen.clear()
+        self._seen[job_id] = (time.monotonic(), n)
+
+
+KNOWN_JOB_S = 5.0
+_known_jobs = _KnownJobs(KNOWN_JOB_S)
 
 
 class _Guard:
@@ -52,13 +79,17 @@ class _Guard:
             msg = decode_task(envelope)
         except ValueError as exc:
             return self._dead(raw, queue, str(exc))
-        try:
-            with self.conn_or_acquire() as client:
-                n = client.hget(keys.job(msg.job_id), "n")
-        except redis.RedisError:
-            # Redis unreachable for a moment (the message is already off its list): deliver it
-            # and let the task's claim decide, rather than lose it here.
-            return envelope
+        n = _known_jobs.get(msg.job_id)
+        if n is None:
+            try:
+                with self.conn_or_acquire() as client:
+                    n = client.hget(keys.job(msg.job_id), "n")
+            except redis.RedisError:
+                # Redis unreachable for a moment (the message is already off its list): deliver it
+                # and let the task's claim decide, rather than lose it here.
+                return envelope
+            if n is not None:
+                _known_jobs.put(msg.job_id, n)
         if n is None:
             return self._dead(raw, queue, f"{msg.task}: no job {msg.job_id} (never submitted, expired, or lost "
                                           "with Redis's data)")

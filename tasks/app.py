@@ -17,5 +17,17 @@ def configure(settings: Settings, proc: ProcessSettings) -> Celery:
     Raises:
         ConfigError: the settings fail the start-up checks.
     """
-    app.conf.update(worker_config(settings, task_events=proc.task_events))
+    app.conf.update(worker_config(settings, task_events=proc.task_events and _flower_watching(settings)))
     return app
+
+
+def _flower_watching(settings: Settings) -> bool:
+    """Task events cost three Redis commands per task: sent from the start only while Flower
+    runs (coordinator/monitors.py); Flower's enable_events turns them on later otherwise."""
+    from zkqueue.coordinator import connections
+    from zkqueue.coordinator.monitors import flower_watching
+    r = connections.client(settings)
+    try:
+        return flower_watching(r)
+    finally:
+        r.close()

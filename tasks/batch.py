@@ -55,7 +55,8 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
     slots = s.slot_records(job_id, [m.index for m in members])
     log.info("job %s: batch of %d partitions %s", job_id, len(members), [m.index for m in members])
     leases = BatchLeases(lambda index, token: s.refresh(job_id, index, token, ctx.worker_id),
-                         [(m.index, m.token) for m in members], what=f"job {job_id}")
+                         [(m.index, m.token) for m in members], what=f"job {job_id}",
+                         refresh_all=lambda held: s.refresh_batch(job_id, held, ctx.worker_id))
     items = [BatchItem(witness_path=functools.partial(ctx.store.local_path, slot.witness), attempt=m.attempt)
              for m, slot in zip(members, slots)]
     ended: dict[int, str] = {}

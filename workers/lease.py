@@ -76,11 +76,16 @@ class BatchLeases:
     `refresh()` is what LeaseKeeper calls: "ok" while some member is held; "job_over" or
     "overdue" (every member shares the job and the run deadline) stop the whole batch; a
     member another worker holds now is put in `lost` and left out; "lost" when none is left.
-    `refresh_one(index, token)` refreshes one member's lease (the scheduler's refresh).
+    `refresh_one(index, token)` refreshes one member's lease (the scheduler's refresh);
+    `refresh_all(held)`, when given, refreshes every held member at once (one Redis call per
+    batch: the scheduler's refresh_batch) and returns a verdict per member, in order, or
+    ["job_over"].
     """
 
-    def __init__(self, refresh_one: Callable[[int, int], str], members: list[tuple[int, int]], *, what: str):
+    def __init__(self, refresh_one: Callable[[int, int], str], members: list[tuple[int, int]], *, what: str,
+                 refresh_all: Callable[[list[tuple[int, int]]], list[str]] | None = None):
         self.refresh_one, self.members, self.what = refresh_one, members, what
+        self.refresh_all = refresh_all
         self.lost: set[int] = set()
         self._ended: set[int] = set()
         self._lock = threading.Lock()
@@ -94,10 +99,20 @@ class BatchLeases:
         with self._lock:
             return [(i, t) for i, t in self.members if i not in self._ended and i not in self.lost]
 
+    def _verdicts(self, held: list[tuple[int, int]]):
+        if self.refresh_all is None or not held:
+            for index, token in held:
+                yield index, self.refresh_one(index, token)
+            return
+        verdicts = self.refresh_all(held)
+        if verdicts == ["job_over"]:
+            yield held[0][0], "job_over"
+            return
+        yield from zip((i for i, _ in held), verdicts)
+
     def refresh(self) -> str:
         held = self._held()
-        for index, token in held:
-            verdict = self.refresh_one(index, token)
+        for index, verdict in self._verdicts(held):
             if verdict == "lost":
                 log.warning("%s partition %d: lease lost; dropped from the batch", self.what, index)
                 with self._lock:

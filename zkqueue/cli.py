@@ -281,8 +281,11 @@ def cmd_flower(args) -> int:
     from celery import Celery
 
     from zkqueue.coordinator.broker import celery_config
+    from zkqueue.coordinator import connections
+    from zkqueue.coordinator.monitors import announce_flower
     app = Celery("zkqueue", set_as_current=True)
     app.conf.update(celery_config(settings))
+    announce_flower(connections.client(settings))     # workers starting now send task events
     port = args.port or config.process().flower_port
     # Flower reads its options from FLOWER_* variables too: the password stays off the command line.
     os.environ["FLOWER_BASIC_AUTH"] = auth

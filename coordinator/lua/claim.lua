@@ -7,14 +7,17 @@
 -- kernel of any build).
 -- Returns {'ok', attempt, started_at} or why not: job_over, stale, done, busy, excluded,
 -- quarantined, gave_up (attempts spent: the partition failed, or the job for finalize).
-local js = hget(K.job, 'state')
+local j = redis.call('HMGET', K.job, 'state', 'notified_at')
+local js = j[1]
 if not live(js) then return {'job_over', tostring(js)} end
-local tok = hget(K.slot, 'token')
+-- The slot's fields in one read.
+local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to')
+local tok = f[1]
 if tostring(tok) ~= tostring(A.token) then return {'stale', tostring(tok)} end
-local st = tostring(hget(K.slot, 'state'))
+local st = tostring(f[2])
 if st == 'running' then
   if tonumber(redis.call('ZSCORE', K.deadlines, member) or '0') > now then
-    return {'busy', tostring(hget(K.slot, 'worker'))}
+    return {'busy', tostring(f[3])}
   end
 elseif st ~= 'sending' and st ~= 'queued' then
   return {'done', st}
@@ -22,25 +25,26 @@ end
 if A.fingerprint ~= '' and redis.call('HEXISTS', K.quarantine, A.fingerprint) == 1 then
   return {'quarantined', A.fingerprint}
 end
-local excluded = hget(K.slot, 'excluded')
+local excluded = f[4]
 if contains(excluded, A.worker) then return {'excluded', excluded} end
-local attempts = tonumber(hget(K.slot, 'attempts') or '0')
+local attempts = tonumber(f[5] or '0')
 if attempts >= S.max_attempts then
   event({event = 'gave_up', attempt = attempts})
   give_up(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' ..
-          tostring(hget(K.slot, 'worker')) .. ')')
+          tostring(f[3]) .. ')')
   return done({'gave_up'})
 end
 attempts = attempts + 1
 local run_deadline = now + A.run_s
-move(slot, 'running')
+if st ~= 'running' then count_move(slot, f[2], 'running') end
 redis.call('HINCRBY', K.job, 'attempts', 1)
-redis.call('HSET', K.slot, 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
+redis.call('HSET', K.slot, 'state', 'running', 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
            'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
 deadline_at(member, math.min(now + S.lease_ttl_s, run_deadline))
-redis.call('ZREM', K.routed, member)
+-- Only a slot sent to one worker's own queue is in zkq:routed (resend_slot keeps routed_to).
+if f[6] and f[6] ~= '' then redis.call('ZREM', K.routed, member) end
 if js == 'queued' then redis.call('HSET', K.job, 'state', 'running', 'started_at', now_s) end
 local started = kind == 'synth' and 'synth_started' or 'started'
 event({event = started, attempt = attempts, worker = A.worker, pid = A.pid, token = A.token})
-redis.call('PUBLISH', channel, started)
+progress_notice(started, j[2])
 return {'ok', tostring(attempts), now_s}

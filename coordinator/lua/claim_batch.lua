@@ -15,15 +15,18 @@
 -- Returns {'ok', started_at, lead_attempt, i1, token1, attempt1, ...} (the lead first), or
 -- why the lead cannot be claimed, as claim.lua: job_over, stale, done, busy, excluded,
 -- quarantined, gave_up (then no companion is claimed either).
-local js = hget(K.job, 'state')
+local j = redis.call('HMGET', K.job, 'state', 'n', 'notified_at')
+local js = j[1]
 if not live(js) then return {'job_over', tostring(js)} end
 if kind ~= 'prove' then return {'done', 'not a partition'} end
-local tok = hget(K.slot, 'token')
+-- The lead's fields in one read.
+local lf = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to')
+local tok = lf[1]
 if tostring(tok) ~= tostring(A.token) then return {'stale', tostring(tok)} end
-local st = tostring(hget(K.slot, 'state'))
+local st = tostring(lf[2])
 if st == 'running' then
   if tonumber(redis.call('ZSCORE', K.deadlines, member) or '0') > now then
-    return {'busy', tostring(hget(K.slot, 'worker'))}
+    return {'busy', tostring(lf[3])}
   end
 elseif st ~= 'sending' and st ~= 'queued' then
   return {'done', st}
@@ -31,33 +34,36 @@ end
 if A.fingerprint ~= '' and redis.call('HEXISTS', K.quarantine, A.fingerprint) == 1 then
   return {'quarantined', A.fingerprint}
 end
-local excluded = hget(K.slot, 'excluded')
+local excluded = lf[4]
 if contains(excluded, A.worker) then return {'excluded', excluded} end
-local attempts = tonumber(hget(K.slot, 'attempts') or '0')
+local attempts = tonumber(lf[5] or '0')
 if attempts >= S.max_attempts then
   event({event = 'gave_up', attempt = attempts})
   give_up(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' ..
-          tostring(hget(K.slot, 'worker')) .. ')')
+          tostring(lf[3]) .. ')')
   return done({'gave_up'})
 end
 
 local run_deadline = now + A.run_s
 local lease_deadline = math.min(now + S.lease_ttl_s, run_deadline)
--- Starts attempt `n` of partition `s` (whose checks the caller made) under `token`.
-local function start(s, token, n)
+-- How many members left each state (counted once for the whole batch, not member by member).
+local left = {}
+-- Starts attempt `n` of partition `s` (whose checks the caller made) under `token`; `old`: its
+-- state, `routed`: its routed_to, as the caller read them.
+local function start(s, token, n, old, routed)
   local key, m = slot_key(s), member_of(s)
-  move(s, 'running')
-  redis.call('HINCRBY', K.job, 'attempts', 1)
-  redis.call('HSET', key, 'attempts', n, 'worker', A.worker, 'pid', A.pid, 'started_at', now_s,
-             'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
+  if old ~= 'running' then left[old] = (left[old] or 0) + 1 end
+  redis.call('HSET', key, 'state', 'running', 'attempts', n, 'worker', A.worker, 'pid', A.pid,
+             'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
   deadline_at(m, lease_deadline)
-  redis.call('ZREM', K.routed, m)
+  -- Only a slot sent to one worker's own queue is in zkq:routed (resend_slot keeps routed_to).
+  if routed and routed ~= '' then redis.call('ZREM', K.routed, m) end
   event({event = 'started', slot = s, attempt = n, worker = A.worker, pid = A.pid, token = token, batch = slot})
 end
 
-start(slot, A.token, attempts + 1)
+start(slot, A.token, attempts + 1, st, lf[6])
 local out = {'ok', now_s, tostring(attempts + 1), slot, tostring(A.token), tostring(attempts + 1)}
-local n = tonumber(hget(K.job, 'n') or '0')
+local n = tonumber(j[2] or '0')
 local taken, lead = 1, tonumber(slot)
 for step = 1, math.min(A.scan, n - 1) do
   if taken >= A.max_batch then break end
@@ -68,11 +74,18 @@ for step = 1, math.min(A.scan, n - 1) do
   local spent = tonumber(f[5] or '0')
   if f[1] == 'queued' and (routed == '' or routed == A.worker) and not contains(f[4], A.worker)
      and spent < S.max_attempts then
-    start(s, tostring(f[2]), spent + 1)
+    start(s, tostring(f[2]), spent + 1, 'queued', routed)
     for _, v in ipairs({s, tostring(f[2]), tostring(spent + 1)}) do table.insert(out, v) end
     taken = taken + 1
   end
 end
+local started = 0
+for old, count in pairs(left) do
+  redis.call('HINCRBY', K.job, 'c:prove:' .. old, -count)
+  started = started + count
+end
+if started > 0 then redis.call('HINCRBY', K.job, 'c:prove:running', started) end
+redis.call('HINCRBY', K.job, 'attempts', taken)
 if js == 'queued' then redis.call('HSET', K.job, 'state', 'running', 'started_at', now_s) end
-redis.call('PUBLISH', channel, 'started')
+progress_notice('started', j[3])
 return out

@@ -6,8 +6,17 @@ if not live(hget(K.job, 'state')) or not current(A.token, 'running') then return
 redis.call('HSET', K.job, 'verify_s', string.format('%.6f', A.verify_s))
 move(slot, 'verified')
 redis.call('HSET', K.slot, 'finished_at', now_s)
+local verified = 0
 for i = 0, tonumber(hget(K.job, 'n')) - 1 do
-  if hget(slot_key(i), 'state') == 'proved' then move(tostring(i), 'verified') end
+  if hget(slot_key(i), 'state') == 'proved' then
+    redis.call('HSET', slot_key(i), 'state', 'verified')
+    verified = verified + 1
+  end
+end
+-- The job's counts of partitions per state, changed once for all of them.
+if verified > 0 then
+  redis.call('HINCRBY', K.job, 'c:prove:proved', -verified)
+  redis.call('HINCRBY', K.job, 'c:prove:verified', verified)
 end
 event({event = 'done'})
 end_job(tonumber(hget(K.job, 'failed') or '0') > 0 and 'done-with-failures' or 'done')

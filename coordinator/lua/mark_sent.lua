@@ -1,9 +1,27 @@
--- mark_sent.lua: the message of (slot, token) is on a queue. The slot stays under a deadline
--- (queued_check_s): when it passes, the reaper checks that the message still exists.
--- args: token
+-- mark_sent.lua: the messages of `sent` ({slot, token} pairs of this job) are on their queues.
+-- Each slot stays under a deadline (queued_check_s): when it passes, the reaper checks that
+-- the message still exists. One call marks every slot a submit sent (its per-state counts
+-- changed once), or the one slot a resend sent.
+-- args: sent
 -- settings: queued_check_s
--- Returns 1, or 0 when the slot moved on meanwhile.
-if not current(A.token, 'sending') then return 0 end
-move(slot, 'queued')
-check_at(member, now + S.queued_check_s)
-return 1
+-- Returns how many slots it marked (a slot that moved on meanwhile is left as it is).
+local marked = {}
+local check_due = now + S.queued_check_s
+for _, pair in ipairs(A.sent) do
+  local s, token = tostring(pair[1]), tostring(pair[2])
+  local key, m = slot_key(s), member_of(s)
+  local f = redis.call('HMGET', key, 'token', 'state')
+  if tostring(f[1]) == token and f[2] == 'sending' then
+    redis.call('HSET', key, 'state', 'queued')
+    check_at(m, check_due)
+    local k = kind_of(s)
+    marked[k] = (marked[k] or 0) + 1
+  end
+end
+local total = 0
+for k, count in pairs(marked) do
+  redis.call('HINCRBY', K.job, 'c:' .. k .. ':sending', -count)
+  redis.call('HINCRBY', K.job, 'c:' .. k .. ':queued', count)
+  total = total + count
+end
+return total

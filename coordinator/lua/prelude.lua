@@ -90,20 +90,25 @@ end
 -- Fencing: true when the slot is under `token`, in one of `states` (space separated) and, when
 -- `worker` is given, held by it. Every transition of an attempt checks this first.
 local function current(token, states, worker)
-  if tostring(hget(K.slot, 'token')) ~= tostring(token) then return false end
-  if not contains(states, tostring(hget(K.slot, 'state'))) then return false end
-  return worker == nil or hget(K.slot, 'worker') == worker
+  local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker')      -- one read, not three
+  if tostring(f[1]) ~= tostring(token) then return false end
+  if not contains(states, tostring(f[2])) then return false end
+  return worker == nil or f[3] == worker
 end
 -- Moves slot `s` to `state`, keeping the job's count of its slots per kind and state
 -- ("c:prove:running" ...), so that watching a job costs one read whatever its size.
 -- Every change of a slot's state goes through here.
-local function move(s, state)
-  local key = slot_key(s)
-  local old = hget(key, 'state')
-  if old == state then return end
+-- `old`, when the caller read it already, saves reading it again (false: the slot has none).
+local function count_move(s, old, state)
   local prefix = 'c:' .. kind_of(s) .. ':'
   if old then redis.call('HINCRBY', K.job, prefix .. old, -1) end
   redis.call('HINCRBY', K.job, prefix .. state, 1)
+end
+local function move(s, state, old)
+  local key = slot_key(s)
+  if old == nil then old = hget(key, 'state') end
+  if old == state then return end
+  count_move(s, old, state)
   redis.call('HSET', key, 'state', state)
 end
 -- Adds `item` to the space-separated list in hash field `field` of `key` (once).
@@ -118,24 +123,45 @@ local function words(list)
   for w in string.gmatch(list or '', '%S+') do table.insert(out, w) end
   return out
 end
+-- Progress notices ('started', 'proved') wake every client waiting on the job (Job.wait, the
+-- API's event stream), which then reads the job's record: at most one per NOTICE_EVERY_S per
+-- job, whatever the rate of claims and records (a waiter also reads the record every second
+-- on its own, so a notice left out delays its view by less than that). The end of a job, a
+-- failed partition, a requeue, a parked slot are always published. `notified_at`: the job's
+-- field, as the caller read it.
+local NOTICE_EVERY_S = 0.1
+local function progress_notice(what, notified_at)
+  if now - tonumber(notified_at or '0') >= NOTICE_EVERY_S then
+    redis.call('HSET', K.job, 'notified_at', now_s)
+    redis.call('PUBLISH', channel, what)
+  end
+end
 local function event(fields)
   if fields.slot == nil then fields.slot = index_of(slot) end
   fields.at = now
   redis.call('RPUSH', K.events, cjson.encode(fields))
 end
 -- Calls fn(slot) for every slot of the job: each partition, each witness, finalize.
+-- A job submitted with witnesses (submit.lua's `inputs` '0') has no witness slots.
 local function each_slot(fn)
-  for i = 0, tonumber(hget(K.job, 'n') or '0') - 1 do
+  local f = redis.call('HMGET', K.job, 'n', 'inputs')
+  local synth = f[2] ~= '0'
+  for i = 0, tonumber(f[1] or '0') - 1 do
     fn(tostring(i))
-    fn('s' .. i)
+    if synth then fn('s' .. i) end
   end
   fn('finalize')
 end
+-- ZREM of many members in few calls (Lua's unpack takes a few thousand values at most).
+local function zrem_all(key, members)
+  for i = 1, #members, 1000 do
+    redis.call('ZREM', key, unpack(members, i, math.min(i + 999, #members)))
+  end
+end
 local function drop_members()
-  each_slot(function(s)
-    no_deadline(member_of(s))
-    redis.call('ZREM', K.routed, member_of(s))
-  end)
+  local members = {}
+  each_slot(function(s) table.insert(members, member_of(s)) end)
+  for _, key in ipairs({K.deadlines, K.checks, K.routed}) do zrem_all(key, members) end
 end
 -- An ended job's keys live on for result_ttl_s.
 local function expire_job()
@@ -199,9 +225,10 @@ end
 -- finalize_sent) when some were proved, or fail the job when none was. The elected token is
 -- handed back through done().
 settle = function()
-  local n = tonumber(hget(K.job, 'n'))
+  local f = redis.call('HMGET', K.job, 'n', 'failed')
+  local n = tonumber(f[1])
   local proved = redis.call('HLEN', job_prefix .. ':results')
-  local failed = tonumber(hget(K.job, 'failed') or '0')
+  local failed = tonumber(f[2] or '0')
   if proved + failed < n then return end
   if proved == 0 then
     local reasons = {}

@@ -15,8 +15,10 @@ if not live(hget(K.job, 'state')) then
   no_deadline(member)
   return {'none'}
 end
-local st, tok = hget(K.slot, 'state'), tostring(hget(K.slot, 'token'))
-local route = tostring(hget(K.slot, 'routed_to') or '')
+-- The slot's fields in one read.
+local f = redis.call('HMGET', K.slot, 'state', 'token', 'routed_to', 'run_deadline', 'worker')
+local st, tok = f[1], tostring(f[2])
+local route = tostring(f[3] or '')
 if st == 'sending' then
   deadline_at(member, now + S.send_grace_s)
   return {'resend', tok, route}
@@ -26,8 +28,8 @@ if st == 'queued' then
   return {'check', tok, route}
 end
 if st == 'running' then
-  local overdue = now >= tonumber(hget(K.slot, 'run_deadline') or '0')
-  return {'lost', tok, tostring(hget(K.slot, 'worker')), overdue and '1' or '0'}
+  local overdue = now >= tonumber(f[4] or '0')
+  return {'lost', tok, tostring(f[5]), overdue and '1' or '0'}
 end
 if st == 'parked' then
   if now - tonumber(hget(K.slot, 'parked_since') or now) >= S.orphan_timeout_s then

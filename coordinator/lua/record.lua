@@ -1,27 +1,43 @@
 -- record.lua: stores a partition's self-checked proof once (HSETNX), notes that its build
--- proves this key validly (suspect.lua weighs it), and, when every partition has now
--- ended, elects the finalize step (in the same script: a worker dying between storing the
--- last proof and electing would leave nobody to finalize).
--- args: token worker payload build
+-- proves this key validly (suspect.lua weighs it), folds the attempt's timings into the
+-- runtime averages (fold_runtime), and, when every partition has now ended, elects the
+-- finalize step (in the same script: a worker dying between storing the last proof and
+-- electing would leave nobody to finalize).
+-- args: token worker payload build field prove_s key_load_s
+-- keys: runtime
 -- payload: the result as JSON text (proof, public signals, fingerprint, timings, worker);
--- build: the recording worker's kernel build hash.
+-- build: the recording worker's kernel build hash; field: "{zkey sha256}|{device class}"
+-- ('' = measure nothing), prove_s and key_load_s (0: the key was loaded already) its timings.
 -- Returns {'recorded', fingerprints...} where the fingerprints are those whose proofs of this
 -- partition failed before (the caller strikes them: strike.lua), with "finalize=<token>" last
 -- when it elected finalize; or {'duplicate'}, {'stale'}, {'job_over'}.
-if not live(hget(K.job, 'state')) then return {'job_over'} end
-if not current(A.token, 'running', A.worker) then return {'stale'} end
+local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at')
+if not live(j[1]) then return {'job_over'} end
+local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps')
+if tostring(f[1]) ~= tostring(A.token) or f[2] ~= 'running' or f[3] ~= A.worker then return {'stale'} end
 local results = job_prefix .. ':results'
 if redis.call('HSETNX', results, slot, A.payload) == 0 then return {'duplicate'} end
-move(slot, 'proved')
-redis.call('HSET', K.slot, 'finished_at', now_s, 'producer', A.worker)
-no_deadline(member)
-redis.call('ZREM', K.routed, member)
-event({event = 'proved', attempt = tonumber(hget(K.slot, 'attempts') or '0'), worker = A.worker})
-redis.call('PUBLISH', channel, 'proved')
-local valid_key = C.prefix .. ':valid:' .. tostring(hget(K.job, 'zkey'))
+count_move(slot, 'running', 'proved')
+redis.call('HSET', K.slot, 'state', 'proved', 'finished_at', now_s, 'producer', A.worker)
+-- A running slot's one deadline is its lease, in zkq:deadlines (claim.lua took it off
+-- zkq:checks and zkq:routed; refresh.lua only moves it there).
+redis.call('ZREM', K.deadlines, member)
+event({event = 'proved', attempt = tonumber(f[4] or '0'), worker = A.worker})
+progress_notice('proved', j[3])
+local valid_key = C.prefix .. ':valid:' .. tostring(j[2])
 redis.call('HSET', valid_key, A.build, now_s)
 redis.call('EXPIRE', valid_key, math.max(1, math.floor(S.result_ttl_s)))
+-- The moving averages of this key on this kind of device, which set how long later attempts
+-- may run.
+local function fold_runtime(field, seconds)
+  local old = tonumber(hget(K.runtime, field) or '')
+  redis.call('HSET', K.runtime, field, string.format('%.6f', old and (0.7 * old + 0.3 * seconds) or seconds))
+end
+if A.field ~= '' then
+  fold_runtime(A.field, A.prove_s)
+  if A.key_load_s > 0 then fold_runtime(A.field .. '|load', A.key_load_s) end
+end
 settle()
 local out = {'recorded'}
-for _, fp in ipairs(words(hget(K.slot, 'invalid_fps'))) do table.insert(out, fp) end
+for _, fp in ipairs(words(f[5])) do table.insert(out, fp) end
 return done(out)

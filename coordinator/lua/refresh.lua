@@ -6,8 +6,10 @@
 -- Returns 'ok', 'overdue' (past the run deadline: the reaper takes it), 'lost' (someone else
 -- holds the slot now) or 'job_over'.
 if not live(hget(K.job, 'state')) then return 'job_over' end
-if not current(A.token, 'running', A.worker) then return 'lost' end
-local run_deadline = tonumber(hget(K.slot, 'run_deadline') or '0')
+local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'run_deadline')     -- one read
+if tostring(f[1]) ~= tostring(A.token) or f[2] ~= 'running' or f[3] ~= A.worker then return 'lost' end
+local run_deadline = tonumber(f[4] or '0')
 if now >= run_deadline then return 'overdue' end
-deadline_at(member, math.min(now + S.lease_ttl_s, run_deadline))
+-- A running slot's one deadline is its lease, in zkq:deadlines (claim.lua took it off zkq:checks).
+redis.call('ZADD', K.deadlines, math.min(now + S.lease_ttl_s, run_deadline), member)
 return 'ok'

@@ -17,13 +17,18 @@ end
 local n = math.max(#A.witnesses, #A.inputs)
 redis.call('HSET', K.job, 'state', 'queued', 'priority', A.priority, 'zkey', A.zkey, 'n', n,
            'created_at', now_s, 'request_id', A.request_id, 'wasm', A.wasm, 'wasm_name', A.wasm_name,
-           'r1cs', A.r1cs, 'all_or_nothing', A.all_or_nothing and '1' or '0', 'failed', 0)
+           'r1cs', A.r1cs, 'all_or_nothing', A.all_or_nothing and '1' or '0', 'failed', 0,
+           'inputs', #A.inputs > 0 and '1' or '0')
 redis.call('HSET', K.slot, 'token', 0, 'attempts', 0)
 move(slot, 'idle')
+-- The slots are new: their states are counted once per kind and state, not slot by slot.
+local counts = {}
 local function new_slot(s, state, token, ...)
-  move(s, state)
-  redis.call('HSET', slot_key(s), 'token', token, 'attempts', 0, 'enqueued_at', now_s, 'routed_to', '', ...)
-  if state == 'sending' then deadline_at(member_of(s), now + S.send_grace_s) end
+  redis.call('HSET', slot_key(s), 'state', state, 'token', token, 'attempts', 0, 'enqueued_at', now_s,
+             'routed_to', '', ...)
+  local c = 'c:' .. kind_of(s) .. ':' .. state
+  counts[c] = (counts[c] or 0) + 1
+  if state == 'sending' then redis.call('ZADD', K.deadlines, now + S.send_grace_s, member_of(s)) end
 end
 for i = 0, n - 1 do
   if #A.inputs > 0 then
@@ -33,5 +38,6 @@ for i = 0, n - 1 do
     new_slot(tostring(i), 'sending', 1, 'witness', A.witnesses[i + 1].sha, 'witness_name', A.witnesses[i + 1].name)
   end
 end
+for c, count in pairs(counts) do redis.call('HINCRBY', K.job, c, count) end
 redis.call('ZADD', K.jobs, now, job_id)
 return {'created', job_id}
