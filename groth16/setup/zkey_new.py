@@ -240,8 +240,10 @@ def _write_h(out: SectionWriter, pt: Ptau, curve, need: int, n: int) -> None:
     out.begin(9, n * g1b)
     if need < curve.two_adicity:
         basis = sec[((2 << need) - 1) * g1b: ((4 << need) - 1) * g1b].reshape(2 * n, g1b)
+        start = pt.file.sections[12][0] + ((2 << need) - 1) * g1b
         for s in range(0, n, CHUNK_ROWS):
             out.write(np.ascontiguousarray(basis[2 * s + 1: 2 * min(n, s + CHUNK_ROWS): 2]))
+            pt.file.release(start + 2 * s * g1b, 2 * CHUNK_ROWS * g1b)   # read: out of the RSS
     else:   # the domain is the field's largest: snarkjs copies these points instead
         start = ((2 << need) - 1 + n) * g1b
         out.write(sec[start: start + n * g1b])
@@ -266,6 +268,8 @@ def _hash_tau(csh, pt: Ptau, curve, n: int, threads: int) -> None:
         if inside:
             csh.update(ns.sub_u_g1(curve.native_id, pt.file.address(off + (i + n) * g1b),
                                    pt.file.address(off + i * g1b), inside, g1b, threads))
+            pt.file.release(off + (i + n) * g1b, inside * g1b)   # read: out of the RSS
+            pt.file.release(off + i * g1b, inside * g1b)
         for j in range(inside, per):
             a_at, b_at = off + (i + j + n) * g1b, off + (i + j) * g1b
             raw = bytes(data[a_at:a_at + g1b]).ljust(g1b, b"\0")
