@@ -109,6 +109,7 @@ def new_zkey(r1cs_path: str, ptau_path: str, zkey_path: str, *, threads: int | N
 
     # -- the constraints, pass 1: term counts per signal ---------------------------------------
     counts = ns.r1cs_count(cid, sec_addr, r1.sec_len, r1.n8, r1.n_constraints, n_vars, r1cs_path)
+    r1.file.release(r1.sec_off, r1.sec_len)
     counts[0, :n_pub + 1] += 1   # the public-input binding rows (one A term each, coefficient 1)
     # One term array for the three matrices, end to end; rowstart[m][s] indexes into it.
     nnz = [int(counts[m].sum()) for m in range(3)]
@@ -162,6 +163,7 @@ def new_zkey(r1cs_path: str, ptau_path: str, zkey_path: str, *, threads: int | N
                 buf = np.empty(entry * k, dtype=np.uint8)
                 continue
             out.write(buf[:k * entry])
+            r1.file.release(r1.sec_off, pos)   # constraints read: out of the resident set
             c = done
         one_r2 = (1 << 512) % curve.r   # 1 * R^2 mod r
         tail = bytearray()
@@ -197,7 +199,11 @@ def new_zkey(r1cs_path: str, ptau_path: str, zkey_path: str, *, threads: int | N
                 ns.combine(cid, group, parts, sec_addr, r1.n8, first + s, k, chunk, threads)
                 out.write(chunk)
                 csh.update(ns.lem_to_u(cid, group, chunk, k, threads))
-            r1.file.release(r1.sec_off, r1.sec_len)   # the coefficients the terms point into
+                # drop what this chunk read (bases, coefficients): the next chunk faults back
+                # in, from the page cache, only the pages it needs
+                for part in parts:
+                    pt.file.release(part[3] - pt.file.address(0), n * pb)
+                r1.file.release(r1.sec_off, r1.sec_len)
             log.info("section %d: %d points (%.2f s, cpu %.2f s)", stype, count, time.perf_counter() - t0, time.process_time())
 
         points(3, 1, l_parts, 0, n_pub + 1)
@@ -234,8 +240,10 @@ def _write_h(out: SectionWriter, pt: Ptau, curve, need: int, n: int) -> None:
     out.begin(9, n * g1b)
     if need < curve.two_adicity:
         basis = sec[((2 << need) - 1) * g1b: ((4 << need) - 1) * g1b].reshape(2 * n, g1b)
+        start = pt.file.sections[12][0] + ((2 << need) - 1) * g1b
         for s in range(0, n, CHUNK_ROWS):
             out.write(np.ascontiguousarray(basis[2 * s + 1: 2 * min(n, s + CHUNK_ROWS): 2]))
+            pt.file.release(start + 2 * s * g1b, 2 * CHUNK_ROWS * g1b)   # read: out of the RSS
     else:   # the domain is the field's largest: snarkjs copies these points instead
         start = ((2 << need) - 1 + n) * g1b
         out.write(sec[start: start + n * g1b])
@@ -260,6 +268,8 @@ def _hash_tau(csh, pt: Ptau, curve, n: int, threads: int) -> None:
         if inside:
             csh.update(ns.sub_u_g1(curve.native_id, pt.file.address(off + (i + n) * g1b),
                                    pt.file.address(off + i * g1b), inside, g1b, threads))
+            pt.file.release(off + (i + n) * g1b, inside * g1b)   # read: out of the RSS
+            pt.file.release(off + i * g1b, inside * g1b)
         for j in range(inside, per):
             a_at, b_at = off + (i + j + n) * g1b, off + (i + j) * g1b
             raw = bytes(data[a_at:a_at + g1b]).ljust(g1b, b"\0")

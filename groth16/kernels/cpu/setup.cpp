@@ -32,7 +32,11 @@ extern "C" int zkq_msm_g2(int curve, const uint64_t* points, const uint64_t* sca
 namespace zkq {
 namespace {
 
-constexpr uint64_t ONE_COEF = ~uint64_t(0);  // a term whose coefficient is 1 (snarkjs's public-input rows)
+// Coefficients 1 and -1 (every coefficient of a multiplication chain, and snarkjs's
+// public-input rows) are marked in the term index instead of pointing into the .r1cs, so
+// summing such terms never touches the mapped file (its pages stay out of the RSS).
+constexpr uint64_t ONE_COEF = ~uint64_t(0);
+constexpr uint64_t MINUS_ONE_COEF = ~uint64_t(0) - 1;
 constexpr int WNAF_W = 5;                     // odd multiples 1P..15P per term
 constexpr size_t BIG_ROW = 2048;              // terms above which a signal goes to the MSM
 
@@ -93,6 +97,9 @@ int r1cs_count(const uint8_t* sec, uint64_t len, int n8, uint32_t n_constraints,
     return ZKQ_OK;
 }
 
+template <class Fr>
+void neg_mod_r(uint64_t* k);
+
 // Pass 2 over constraints [c_begin, c_end), starting at byte *pos (pass 1 checked the
 // section), stopping early (*c_done: the first constraint not done) before the section-4
 // entries would pass `cap`; when not even constraint c_begin fits, *n_coefs is what it needs. cursor[m * n_vars + s]: where signal s's next term of matrix m goes in
@@ -129,6 +136,15 @@ int r1cs_fill(const uint8_t* sec, uint64_t len, int n8, uint32_t c_begin, uint32
                 const int64_t at = cursor[(size_t)m * n_vars + s]++;
                 term_c[at] = c;
                 term_k[at] = rd.pos;
+                {
+                    uint64_t k[4];
+                    load_coef(sec + rd.pos, n8, k);
+                    if (k[0] == 1 && !(k[1] | k[2] | k[3])) term_k[at] = ONE_COEF;
+                    else {
+                        neg_mod_r<Fr>(k);
+                        if (k[0] == 1 && !(k[1] | k[2] | k[3])) term_k[at] = MINUS_ONE_COEF;
+                    }
+                }
                 if (m < 2) {
                     // coef * R^2 mod r: the Montgomery product of coef and R^3 mod r.
                     uint64_t k[4];
@@ -240,7 +256,7 @@ void store_affine(const std::vector<Jacobian<F>>& pts, uint64_t* out) {
 struct Part {
     const int64_t* rowstart;  // per signal: first term; rowstart[s + 1]: one past its last
     const uint32_t* term_c;   // per term: the base point's index (the constraint)
-    const uint64_t* term_k;   // per term: byte offset of its coefficient in the section, or ONE_COEF
+    const uint64_t* term_k;   // per term: byte offset of its coefficient in the section, ONE_COEF or MINUS_ONE_COEF
     const uint64_t* bases;    // affine LEM points
 };
 
@@ -353,6 +369,7 @@ struct Combiner {
 
     void coef_of(uint64_t off, uint64_t* k) const {
         if (off == ONE_COEF) { k[0] = 1; k[1] = k[2] = k[3] = 0; }
+        else if (off == MINUS_ONE_COEF) { for (int i = 0; i < 4; i++) k[i] = Fr::mod(i); k[0] -= 1; }
         else load_coef(coefs + off, n8, k);
     }
 
