@@ -12,29 +12,11 @@ local js = j[1]
 if not live(js) then return {'job_over', tostring(js)} end
 -- The slot's fields in one read.
 local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to')
-local tok = f[1]
-if tostring(tok) ~= tostring(A.token) then return {'stale', tostring(tok)} end
+local refused = claim_refusal(f, {token = A.token, worker = A.worker, fingerprint = A.fingerprint},
+                              K.quarantine, S.max_attempts)
+if refused then return refused end
 local st = tostring(f[2])
-if st == 'running' then
-  if tonumber(redis.call('ZSCORE', K.deadlines, member) or '0') > now then
-    return {'busy', tostring(f[3])}
-  end
-elseif st ~= 'sending' and st ~= 'queued' then
-  return {'done', st}
-end
-if A.fingerprint ~= '' and redis.call('HEXISTS', K.quarantine, A.fingerprint) == 1 then
-  return {'quarantined', A.fingerprint}
-end
-local excluded = f[4]
-if contains(excluded, A.worker) then return {'excluded', excluded} end
-local attempts = tonumber(f[5] or '0')
-if attempts >= S.max_attempts then
-  event({event = 'gave_up', attempt = attempts})
-  give_up(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' ..
-          tostring(f[3]) .. ')')
-  return done({'gave_up'})
-end
-attempts = attempts + 1
+local attempts = tonumber(f[5] or '0') + 1
 local run_deadline = now + A.run_s
 if st ~= 'running' then count_move(slot, f[2], 'running') end
 redis.call('HINCRBY', K.job, 'attempts', 1)

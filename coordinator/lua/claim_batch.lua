@@ -21,28 +21,11 @@ if not live(js) then return {'job_over', tostring(js)} end
 if kind ~= 'prove' then return {'done', 'not a partition'} end
 -- The lead's fields in one read.
 local lf = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to')
-local tok = lf[1]
-if tostring(tok) ~= tostring(A.token) then return {'stale', tostring(tok)} end
+local refused = claim_refusal(lf, {token = A.token, worker = A.worker, fingerprint = A.fingerprint},
+                              K.quarantine, S.max_attempts)
+if refused then return refused end
 local st = tostring(lf[2])
-if st == 'running' then
-  if tonumber(redis.call('ZSCORE', K.deadlines, member) or '0') > now then
-    return {'busy', tostring(lf[3])}
-  end
-elseif st ~= 'sending' and st ~= 'queued' then
-  return {'done', st}
-end
-if A.fingerprint ~= '' and redis.call('HEXISTS', K.quarantine, A.fingerprint) == 1 then
-  return {'quarantined', A.fingerprint}
-end
-local excluded = lf[4]
-if contains(excluded, A.worker) then return {'excluded', excluded} end
 local attempts = tonumber(lf[5] or '0')
-if attempts >= S.max_attempts then
-  event({event = 'gave_up', attempt = attempts})
-  give_up(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' ..
-          tostring(lf[3]) .. ')')
-  return done({'gave_up'})
-end
 
 local run_deadline = now + A.run_s
 local lease_deadline = math.min(now + S.lease_ttl_s, run_deadline)

@@ -261,3 +261,31 @@ local function source_of(p)
   if name and name ~= '' then return name end
   return tostring(hget(slot_key('s' .. p), 'input_name'))
 end
+
+-- Why this worker may not start an attempt on this slot, as claim.lua replies (stale, busy,
+-- done, quarantined, excluded, or gave_up: its attempts are spent, which fails it here), or nil
+-- when it may. `f`: the slot's HMGET of token, state, worker, excluded, attempts; `who`: the
+-- claim's token, worker and fingerprint; the quarantine's key and the attempts cap: all from the
+-- caller's own header. Shared by claim.lua and claim_batch.lua (its lead), so both judge alike.
+local function claim_refusal(f, who, quarantine, max_attempts)
+  if tostring(f[1]) ~= tostring(who.token) then return {'stale', tostring(f[1])} end
+  local st = tostring(f[2])
+  if st == 'running' then
+    if tonumber(redis.call('ZSCORE', K.deadlines, member) or '0') > now then
+      return {'busy', tostring(f[3])}
+    end
+  elseif st ~= 'sending' and st ~= 'queued' then
+    return {'done', st}
+  end
+  if who.fingerprint ~= '' and redis.call('HEXISTS', quarantine, who.fingerprint) == 1 then
+    return {'quarantined', who.fingerprint}
+  end
+  if contains(f[4], who.worker) then return {'excluded', f[4]} end
+  local attempts = tonumber(f[5] or '0')
+  if attempts >= max_attempts then
+    event({event = 'gave_up', attempt = attempts})
+    give_up(subject() .. ' gave up after ' .. attempts .. ' attempts (last on worker ' .. tostring(f[3]) .. ')')
+    return done({'gave_up'})
+  end
+  return nil
+end
