@@ -56,12 +56,15 @@ class Client:
     """Submits proof requests and finds jobs.
 
     `redis_url` and `store_url` default to ZKQUEUE_REDIS_URL / ZKQUEUE_STORE_URL (then
-    redis://127.0.0.1:6379/0 and a local directory).
+    redis://127.0.0.1:6379/0 and a local directory). `new_job_id` makes the id of each new
+    job (32 hex digits; default a random uuid4): coordinator/cells.py mints ids that name
+    their cell.
     """
 
     def __init__(self, redis_url: str | None = None, store_url: str | None = None, *,
-                 settings: Settings | None = None):
+                 settings: Settings | None = None, new_job_id: Callable[[], str] | None = None):
         self.settings = settings or Settings.from_env(redis_url=redis_url, store_url=store_url)
+        self.new_job_id = new_job_id or (lambda: uuid.uuid4().hex)
         self.scheduler = Scheduler(self.settings)
         self.r = self.scheduler.r
         self.store = ArtifactStore(self.settings.store_url)
@@ -193,7 +196,7 @@ class Client:
             return existing
         if key_shape:
             self.scheduler.record_key_shape(zkey_sha, key_shape)
-        out = self.scheduler.submit(uuid.uuid4().hex, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
+        out = self.scheduler.submit(self.new_job_id(), request_id=request_id, priority=priority, zkey_sha=zkey_sha,
                                     witnesses=list(witnesses or []), inputs=list(inputs or []),
                                     wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "",
                                     r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing)

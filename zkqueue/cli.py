@@ -55,6 +55,21 @@ def _client(args):
     return Client(settings=_settings(args))
 
 
+def _job_client(args):
+    """What submit, wait, status and cancel use: a Client of one Redis, or, where cells are
+    configured (--cells or ZKQUEUE_CELLS) and no --redis-url picks one Redis, a Cells client
+    that chooses a new job's cell and finds a job's cell from its id (coordinator/cells.py)."""
+    from zkqueue import config
+    from zkqueue.coordinator.client import Client
+    if args.cells is not None and args.redis_url is not None:
+        raise config.ConfigError("give --cells or --redis-url, not both", expected="one", found="both")
+    settings = config.fleet(redis_url=args.redis_url, store_url=args.store_url, cells=args.cells)
+    if settings.cells and args.redis_url is None:
+        from zkqueue.coordinator.cells import Cells
+        return Cells.from_settings(settings)
+    return Client(settings=settings)
+
+
 def write_result(result, out_dir: Path) -> None:
     """DIR/proof_<i>.json and DIR/public_<i>.json for every partition, as snarkjs writes them."""
     from zkqueue.groth16.formats.jsonfiles import write_json
@@ -95,7 +110,7 @@ def _wait_and_write(job, args) -> int:
 
 
 def cmd_submit(args) -> int:
-    with _client(args) as client:
+    with _job_client(args) as client:
         common = dict(r1cs=args.r1cs, priority=args.priority, request_id=args.request_id,
                       all_or_nothing=args.all_or_nothing)
         if args.wasm:      # the files are circuit inputs: workers compute the witnesses
@@ -111,7 +126,7 @@ def cmd_submit(args) -> int:
 
 
 def cmd_wait(args) -> int:
-    with _client(args) as client:
+    with _job_client(args) as client:
         return _wait_and_write(client.job(args.job), args)
 
 
@@ -127,53 +142,84 @@ def _status_dict(st) -> dict:
 def cmd_status(args) -> int:
     import json  # noqa: PLC0415
 
-    from zkqueue.coordinator.progress import summary
-    with _client(args) as client:
+    with _job_client(args) as client:
         if args.job:
-            job = client.job(args.job)
-            st = job.status()
+            return _print_job(client.job(args.job), args.json)
+        from zkqueue.coordinator.cells import Cells
+        if not isinstance(client, Cells):
+            listing = _listing(client, args.limit, args.json)
             if args.json:
-                print(json.dumps(_status_dict(st), indent=1))
-                return EXIT_OK
-            print(summary(job.progress()))
-            if st.error:
-                print(f"  error: {st.error}")
-            for p in st.partitions:
-                t = " ".join(f"{k}={v:.3f}" for k, v in p.timings_s.items())
-                phase = f" ({p.phase})" if p.phase != p.state.value else ""
-                print(f"  partition {p.index}: {p.state.value}{phase}, {p.attempts} attempt(s)"
-                      f"{', worker ' + p.worker if p.worker else ''}{'  ' + t if t else ''}"
-                      f"{'  ' + p.error if p.error else ''}{'  waiting: ' + p.waiting if p.waiting else ''}")
-            for bad in st.bad_workers:
-                print(f"  invalid proof of partition {bad['index']} from worker {bad['worker']}: {bad['reason']}")
+                print(json.dumps(listing, indent=1))
             return EXIT_OK
-        jobs = client.recent_jobs(args.limit)
-        workers = client.workers()
-        from zkqueue.coordinator import canary, deadletter, quarantine
-        dead = deadletter.count(client.r)
-        failing = canary.failing(client.r)
+        # Cells: each cell's own listing (its workers serve it alone), or why it is missing.
+        out = {}
+        for name, cell in client.clients.items():
+            where = f"cell {name} ({client.specs[name].safe_url()})"
+            if not client.reachable(name):
+                out[name] = {"error": f"unreachable: {client.down_reason(name)}"}
+                if not args.json:
+                    print(f"{where}: UNREACHABLE ({client.down_reason(name)})")
+                continue
+            if not args.json:
+                print(f"{where}:")
+            out[name] = _listing(cell, args.limit, args.json)
         if args.json:
-            print(json.dumps({"jobs": [_status_dict(j.status()) for j in jobs], "workers": workers,
-                              "quarantined": quarantine.quarantined(client.r), "canary_failed": failing,
-                              "dead_letters": dead}, indent=1))
-            return EXIT_OK
-        held = quarantine.quarantined(client.r)
-        print(f"{len(workers)} live worker(s)")
-        for w in workers:
-            fp = w.get("fingerprint", {})
-            print(f"  {w['worker']}: {fp.get('backend')} on {fp.get('device_name')} ({fp.get('host')}), "
-                  f"build {fp.get('build')}{_memory_words(w.get('memory'))}"
-                  + ("  QUARANTINED" if fp.get("id") in held else ""))
-        for fp_id, rec in held.items():
-            print(f"quarantined {quarantine.describe(fp_id, rec)}")
-        for fp_id, rec in failing.items():
-            print(f"CANARY FAILED {canary.describe(fp_id, rec)}")
-        if dead:
-            print(f"{dead} message(s) on the dead-letter list (`zkqueue dead-letters list`)")
-        for job in jobs:
-            progress = job.progress()
-            print(summary(progress) + (f" - {progress.error}" if progress.error else ""))
+            print(json.dumps({"cells": out}, indent=1))
         return EXIT_OK
+
+
+def _print_job(job, as_json: bool) -> int:
+    """`zkqueue status JOB`: the job's progress and each partition."""
+    import json  # noqa: PLC0415
+
+    from zkqueue.coordinator.progress import summary
+    st = job.status()
+    if as_json:
+        print(json.dumps(_status_dict(st), indent=1))
+        return EXIT_OK
+    print(summary(job.progress()))
+    if st.error:
+        print(f"  error: {st.error}")
+    for p in st.partitions:
+        t = " ".join(f"{k}={v:.3f}" for k, v in p.timings_s.items())
+        phase = f" ({p.phase})" if p.phase != p.state.value else ""
+        print(f"  partition {p.index}: {p.state.value}{phase}, {p.attempts} attempt(s)"
+              f"{', worker ' + p.worker if p.worker else ''}{'  ' + t if t else ''}"
+              f"{'  ' + p.error if p.error else ''}{'  waiting: ' + p.waiting if p.waiting else ''}")
+    for bad in st.bad_workers:
+        print(f"  invalid proof of partition {bad['index']} from worker {bad['worker']}: {bad['reason']}")
+    return EXIT_OK
+
+
+def _listing(client, limit: int, as_json: bool) -> dict | None:
+    """`zkqueue status` of one Redis: its live workers, quarantined builds, failed canaries,
+    dead letters and recent jobs; printed, or returned as a dict (`as_json`)."""
+    from zkqueue.coordinator import canary, deadletter, quarantine
+    from zkqueue.coordinator.progress import summary
+    jobs = client.recent_jobs(limit)
+    workers = client.workers()
+    dead = deadletter.count(client.r)
+    failing = canary.failing(client.r)
+    if as_json:
+        return {"jobs": [_status_dict(j.status()) for j in jobs], "workers": workers,
+                "quarantined": quarantine.quarantined(client.r), "canary_failed": failing, "dead_letters": dead}
+    held = quarantine.quarantined(client.r)
+    print(f"{len(workers)} live worker(s)")
+    for w in workers:
+        fp = w.get("fingerprint", {})
+        print(f"  {w['worker']}: {fp.get('backend')} on {fp.get('device_name')} ({fp.get('host')}), "
+              f"build {fp.get('build')}{_memory_words(w.get('memory'))}"
+              + ("  QUARANTINED" if fp.get("id") in held else ""))
+    for fp_id, rec in held.items():
+        print(f"quarantined {quarantine.describe(fp_id, rec)}")
+    for fp_id, rec in failing.items():
+        print(f"CANARY FAILED {canary.describe(fp_id, rec)}")
+    if dead:
+        print(f"{dead} message(s) on the dead-letter list (`zkqueue dead-letters list`)")
+    for job in jobs:
+        progress = job.progress()
+        print(summary(progress) + (f" - {progress.error}" if progress.error else ""))
+    return None
 
 
 def _memory_words(memory: dict | None) -> str:
@@ -230,7 +276,7 @@ def cmd_dead_letters(args) -> int:
 
 
 def cmd_cancel(args) -> int:
-    with _client(args) as client:
+    with _job_client(args) as client:
         if client.job(args.job).cancel():
             print(f"job {args.job} cancelled")
         else:
@@ -364,7 +410,14 @@ def add_queue_commands(sub) -> None:
     waiting.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: forever)")
     waiting.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
-    s = sub.add_parser("submit", parents=[common, waiting],
+    # submit, wait, status and cancel can address several cells (coordinator/cells.py)
+    routed = argparse.ArgumentParser(add_help=False)
+    routed.add_argument("--cells", default=None, metavar="'NAME=URL ...'",
+                        help="several cells, each one Redis with its own workers: a new job goes to one "
+                             "chosen from its request id, a job is found from its id (default: $ZKQUEUE_CELLS; "
+                             "--redis-url addresses one Redis instead)")
+
+    s = sub.add_parser("submit", parents=[common, routed, waiting],
                        help="queue a proving job: one partition per witness (or per input.json, with --wasm)")
     s.add_argument("zkey")
     s.add_argument("witnesses", nargs="+", metavar="FILE",
@@ -381,17 +434,17 @@ def add_queue_commands(sub) -> None:
                    help="any failed partition fails the whole job (default: the others are delivered)")
     s.set_defaults(func=cmd_submit)
 
-    w = sub.add_parser("wait", parents=[common, waiting], help="wait for a job and write its proofs")
+    w = sub.add_parser("wait", parents=[common, routed, waiting], help="wait for a job and write its proofs")
     w.add_argument("job")
     w.set_defaults(func=cmd_wait)
 
-    st = sub.add_parser("status", parents=[common], help="a job's status, or recent jobs and live workers")
+    st = sub.add_parser("status", parents=[common, routed], help="a job's status, or recent jobs and live workers")
     st.add_argument("job", nargs="?")
     st.add_argument("--json", action="store_true")
     st.add_argument("--limit", type=int, default=20)
     st.set_defaults(func=cmd_status)
 
-    c = sub.add_parser("cancel", parents=[common], help="cancel a job")
+    c = sub.add_parser("cancel", parents=[common, routed], help="cancel a job")
     c.add_argument("job")
     c.set_defaults(func=cmd_cancel)
 

@@ -85,6 +85,13 @@ FLEET_VARS = (
         "(deploy/redis/users.acl)"),
     Var("redis_sentinel_master", str, "zkqueue", FLEET,
         "the name the sentinels monitor the primary under (`sentinel://` URLs only)"),
+    Var("cells", str, "", FLEET,
+        "clients only (`submit`, `wait`, `status`, `cancel`): several cells, each one Redis with its own "
+        "workers and reaper, as `NAME=URL` pairs separated by spaces (`a=redis://r1:6379/0 b=redis://r2:6379/0`); "
+        "a new job goes to one cell chosen from its request id, lookups find its cell from the job id "
+        "(docs/architecture.md, \"Past one Redis\"). A cell's name is its identity: never rename one. "
+        "Workers ignore it: each serves the cell of its `ZKQUEUE_REDIS_URL`",
+        shown="none (one Redis: `ZKQUEUE_REDIS_URL`)"),
     Var("store_url", str, "", FLEET,
         "artifact store, any fsspec URL; must be shared by every machine (`s3://bucket/prefix`: endpoint, "
         "credentials and region from the usual `AWS_*` variables or profile, see below)",
