@@ -20,7 +20,7 @@ injected where the real fault happens, never after the check meant to catch it:
     corrupt              report corrupted proofs after the worker's own check (pi_c replaced by
                          pi_a: parses, never verifies): a worker that lies, or a corrupting
                          transport, which only finalize can catch
-    fake-prove:SECONDS   BENCH ONLY (bench/one_redis): no proving. Each witness is proved for
+    fake-prove:SECONDS   BENCH ONLY (bench/one_redis, bench/cells): no proving. Each witness is proved for
                          real once per process; every later partition with the same witness
                          sleeps SECONDS (a stand-in for a GPU's proving time) and returns that
                          same, valid, proof. It measures the queue, not the prover. Like every
