@@ -3,6 +3,7 @@ process, behind one Cells client (coordinator/cells.py) and the CLI's --cells / 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -88,6 +89,12 @@ def test_the_cells_setting_is_checked_with_a_clear_error():
     sentinel = parse_cells("a=sentinel://s1:26379,s2:26379/0 b=redis://h:6379/1")     # commas stay in a URL
     assert [(s.name, s.redis_url) for s in sentinel] == [("a", "sentinel://s1:26379,s2:26379/0"),
                                                          ("b", "redis://h:6379/1")]
+    both = zkqueue(dict(os.environ), "status", "--cells", "a=redis://h:1/0", "--redis-url",
+                   "redis://h:2/0", "0" * 32, timeout=60)
+    assert both.returncode == 2 and "give --cells or --redis-url, not both" in both.stderr, both.stderr
+    bad = zkqueue(dict(os.environ, ZKQUEUE_CELLS="a=redis://h:1/0 a=redis://h:2/0"), "status",
+                  "0" * 32, timeout=60)
+    assert bad.returncode == 2 and "ZKQUEUE_CELLS: name a is given twice" in bad.stderr, bad.stderr
 
 
 def test_rendezvous_order_is_stable_and_a_new_cell_takes_only_its_own_share():
@@ -132,6 +139,8 @@ def test_jobs_spread_over_two_cells_are_proved_there_and_found_by_id(cells, tmp_
                 assert again.submit(ZKEY, PARTITIONS[:1], request_id=rid).id == job.id
             with pytest.raises(JobNotFound, match="no job 0{32} in cell . nor in any other cell"):
                 again.job("0" * 32)
+        nowhere = zkqueue(cells["a"].env(ZKQUEUE_CELLS=cells_setting(cells)), "status", "0" * 32)
+        assert nowhere.returncode == 2 and "nor in any other cell" in nowhere.stderr, nowhere.stderr
 
         # The CLI: ZKQUEUE_CELLS routes status and submit; --cells does the same.
         env = cells["a"].env(ZKQUEUE_CELLS=cells_setting(cells))
