@@ -44,7 +44,7 @@ CODES = {
     "circuit_has_no_wasm": 422,   # inputs sent for a circuit registered without its .wasm
     "quota_exceeded": 429,        # the key's proofs per hour are spent (Retry-After says when)
     "internal": 500,
-    "unavailable": 503,           # Redis or the artifact store cannot be reached
+    "unavailable": 503,           # Redis, a job's cell or the artifact store cannot be reached
     "timeout": 504,               # the request took longer than ZKQUEUE_API_REQUEST_TIMEOUT_S
 }
 
@@ -88,6 +88,17 @@ def _unavailable(request: Request, exc: Exception) -> JSONResponse:
     return error_response("unavailable", f"the queue cannot be reached: {exc}")
 
 
+def _cell_down(request: Request, exc) -> JSONResponse:
+    # coordinator/cells.py's CellDown. The message names the cell, not its Redis URL: the
+    # fleet's addresses are no business of an API client's.
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    if exc.job_id:
+        message = f"the cell of job {exc.job_id} ({exc.cell}) cannot be reached; try again later"
+    else:
+        message = "no cell of the queue can be reached to take the job; try again later"
+    return error_response("unavailable", message, {"cell": exc.cell})
+
+
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     # Starlette calls this from its outermost middleware and then re-raises, so the server
     # logs the traceback; the client gets one line.
@@ -99,9 +110,10 @@ def handlers() -> dict:
     from kombu.exceptions import OperationalError
     from redis import RedisError
 
+    from zkqueue.coordinator.cells import CellDown
     from zkqueue.coordinator.errors import StoreError
     return {ApiError: _api_error, HTTPException: _http_error, RedisError: _unavailable,
-            StoreError: _unavailable, OperationalError: _unavailable, Exception: _unexpected}
+            StoreError: _unavailable, OperationalError: _unavailable, CellDown: _cell_down, Exception: _unexpected}
 
 
 def from_groth16(code: str, exc: Exception, *, source: str | None = None, extra: dict | None = None) -> ApiError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from zkqueue.coordinator.cells import Cells
 from zkqueue.coordinator.client import Client
 from zkqueue.coordinator.errors import BadRequest
 from zkqueue.coordinator.jobs import Priority
@@ -22,22 +23,31 @@ from .uploads import Form
 OPTIONS = tuple(name for name in models.ProofsFromWitnesses.model_fields if name != "witness")
 
 
-def existing_job(client: Client, key: ApiKey, rid: str) -> dict | None:
-    """The view of the job `key` submitted under request id `rid` before, if any."""
-    from zkqueue.coordinator import keys
-    job_id = client.r.get(keys.request(rid))
+def existing_job(jobs: Client | Cells, key: ApiKey, rid: str) -> dict | None:
+    """The view of the job `key` submitted under request id `rid` before, if any (`jobs`: the
+    Client of the Redis that holds jobs, or the Cells that do)."""
+    if isinstance(jobs, Cells):
+        found = jobs.existing(rid)
+        job_id = found.id if found is not None else None
+    else:
+        from zkqueue.coordinator import keys
+        raw = jobs.r.get(keys.request(rid))
+        job_id = raw.decode() if raw is not None else None
     if job_id is None:
         return None
-    job, st, owner = views.owned_job(client, key, job_id.decode())
+    job, st, owner = views.owned_job(jobs, key, job_id)
     return views.job_view(st, owner, views.verified_results(job, st))
 
 
 class Submitter:
-    """Submits proof requests for API keys: through `client` (Redis, the store), charging
-    `keystore`'s quotas, at most `max_partitions` proofs a request."""
+    """Submits proof requests for API keys: the circuits and files through `client` (its
+    Redis, the store), the jobs through `jobs` (the same Client, or the Cells that hold
+    jobs), charging `keystore`'s quotas, at most `max_partitions` proofs a request."""
 
-    def __init__(self, client: Client, keystore: KeyStore, max_partitions: int):
+    def __init__(self, client: Client, keystore: KeyStore, max_partitions: int, *,
+                 jobs: Client | Cells | None = None):
         self.client, self.keystore, self.max_partitions = client, keystore, max_partitions
+        self.jobs = jobs or client
 
     def _count(self, n: int, what: str) -> None:
         if not 1 <= n <= self.max_partitions:
@@ -111,7 +121,7 @@ class Submitter:
         try:
             shape = {"curve": circuit.curve, "domain_size": circuit.domain_size, "n_vars": circuit.n_vars,
                      "n_public": circuit.n_public, "zkey_bytes": circuit.zkey_bytes}
-            job = self.client.submit_stored(circuit.zkey, priority=priority, request_id=rid, r1cs_sha=circuit.r1cs,
+            job = self.jobs.submit_stored(circuit.zkey, priority=priority, request_id=rid, r1cs_sha=circuit.r1cs,
                                             all_or_nothing=all_or_nothing, key_shape=shape, **files())
         except BadRequest as exc:
             self.keystore.refund(key, n)
@@ -119,5 +129,5 @@ class Submitter:
         except BaseException:
             self.keystore.refund(key, n)
             raise
-        job, st, owner = views.owned_job(self.client, key, job.id)
+        job, st, owner = views.owned_job(self.jobs, key, job.id)
         return views.job_view(st, owner, {}), True

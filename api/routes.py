@@ -115,10 +115,10 @@ async def request_proofs(request: Request) -> Response:
     rid = views.request_id(key, cid, given or f"auto:{uuid.uuid4().hex}")
     if given is not None:
         # A retry: the job exists, the body need not be read (nor its witnesses stored again).
-        found = await a.blocking(proofs.existing_job, a.client, key, rid)
+        found = await a.blocking(proofs.existing_job, a.jobs, key, rid)
         if found is not None:
             return JSONResponse(found, status_code=200)
-    submitter = proofs.Submitter(a.client, a.keys, a.proc.api_max_partitions)
+    submitter = proofs.Submitter(a.client, a.keys, a.proc.api_max_partitions, jobs=a.jobs)
     if media_type(request) == "application/json":
         body = await a.read_json(request)
         if not isinstance(body, dict):
@@ -135,15 +135,15 @@ async def request_proofs(request: Request) -> Response:
 
 # -- jobs ----------------------------------------------------------------------------------
 
-def _job_view(client, key: ApiKey, job_id: str) -> dict:
-    job, st, owner = views.owned_job(client, key, job_id)
+def _job_view(jobs, key: ApiKey, job_id: str) -> dict:
+    job, st, owner = views.owned_job(jobs, key, job_id)
     return views.job_view(st, owner, views.verified_results(job, st))
 
 
 async def get_job(request: Request) -> Response:
     a = api(request)
     job_id = request.path_params["job_id"]
-    return JSONResponse(await a.call(request, lambda key: _job_view(a.client, key, job_id)))
+    return JSONResponse(await a.call(request, lambda key: _job_view(a.jobs, key, job_id)))
 
 
 async def cancel_job(request: Request) -> Response:
@@ -152,14 +152,14 @@ async def cancel_job(request: Request) -> Response:
     job_id = request.path_params["job_id"]
 
     def cancel(key: ApiKey) -> dict:
-        job, st, owner = views.owned_job(a.client, key, job_id)
+        job, st, owner = views.owned_job(a.jobs, key, job_id)
         cancelled = job.cancel()
         return {"job_id": job_id, "cancelled": cancelled, "state": job.status().state.value}
     return JSONResponse(await a.call(request, cancel))
 
 
-def _proof(client, key: ApiKey, job_id: str, raw_index: str):
-    job, st, owner = views.owned_job(client, key, job_id)
+def _proof(jobs, key: ApiKey, job_id: str, raw_index: str):
+    job, st, owner = views.owned_job(jobs, key, job_id)
     index = int(raw_index) if raw_index.isdigit() else -1
     if not 0 <= index < st.n_partitions:
         raise ApiError("proof_not_found", f"job {job_id} has partitions 0..{st.n_partitions - 1}",
@@ -176,7 +176,7 @@ def _proof(client, key: ApiKey, job_id: str, raw_index: str):
 async def _verified_proof(request: Request):
     a = api(request)
     job_id, index = request.path_params["job_id"], request.path_params["index"]
-    return await a.call(request, lambda key: _proof(a.client, key, job_id, index))
+    return await a.call(request, lambda key: _proof(a.jobs, key, job_id, index))
 
 
 async def get_proof(request: Request) -> Response:
@@ -194,8 +194,9 @@ async def get_public_json(request: Request) -> Response:
 async def job_events(request: Request) -> Response:
     a = api(request)
     job_id = request.path_params["job_id"]
-    await a.call(request, lambda key: views.owned_job(a.client, key, job_id))
-    return sse.response(a.client, a.aredis, a.blocking, a.proc.api_sse_keepalive_s, job_id)
+    job, _, _ = await a.call(request, lambda key: views.owned_job(a.jobs, key, job_id))
+    # the job's own Redis (its cell's, with ZKQUEUE_CELLS): reads and its notify channel
+    return sse.response(job.client, a.aredis_for(job.client), a.blocking, a.proc.api_sse_keepalive_s, job_id)
 
 
 # -- every route, declared once ------------------------------------------------------------

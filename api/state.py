@@ -17,6 +17,7 @@ import redis.asyncio
 from starlette.requests import Request
 
 from zkqueue.config import ProcessSettings, Settings
+from zkqueue.coordinator.cells import Cells
 from zkqueue.coordinator.client import Client
 
 from .auth import ApiKey, KeyStore
@@ -30,16 +31,32 @@ class ApiState:
 
     def __init__(self, settings: Settings, proc: ProcessSettings):
         self.settings, self.proc = settings, proc
+        # ZKQUEUE_REDIS_URL's Redis holds the API's own records (keys, quotas, circuits);
+        # jobs live there too, or, with ZKQUEUE_CELLS, each in its cell (coordinator/cells.py).
         self.client = Client(settings=settings)
+        self.jobs: Client | Cells = Cells.from_settings(settings) if settings.cells else self.client
         self.r = self.client.r
         self.store = self.client.store
         self.keys = KeyStore(self.r)
-        # The event streams wait on Redis pub/sub without holding a thread each.
-        self.aredis = redis.asyncio.Redis.from_url(settings.redis_url, socket_connect_timeout=10)
-        self.client.scheduler.sender    # made now, not by two request threads at once
+        # The event streams wait on Redis pub/sub without holding a thread each: one
+        # connection pool per Redis that holds jobs (aredis_for).
+        self._aredis: dict[str, redis.asyncio.Redis] = {}
+        for c in self.jobs.clients.values() if isinstance(self.jobs, Cells) else [self.client]:
+            c.scheduler.sender          # made now, not by two request threads at once
+            self.aredis_for(c)
+
+    def aredis_for(self, client: Client) -> redis.asyncio.Redis:
+        """The asyncio Redis of `client`'s Redis (a job's cell), for its notify channel."""
+        url = client.settings.redis_url
+        if url not in self._aredis:
+            self._aredis[url] = redis.asyncio.Redis.from_url(url, socket_connect_timeout=10)
+        return self._aredis[url]
 
     async def close(self) -> None:
-        await self.aredis.aclose()
+        for aredis in self._aredis.values():
+            await aredis.aclose()
+        if isinstance(self.jobs, Cells):
+            self.jobs.close()
         self.client.close()
 
     async def blocking(self, fn, *args, timeout_s: float | None = -1.0):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from zkqueue.coordinator.cells import Cells
 from zkqueue.coordinator.client import Client, Job
 from zkqueue.coordinator.errors import JobCancelled, JobFailed, JobNotFound
 from zkqueue.coordinator.jobs import JobResult, JobStatus, SlotState
@@ -49,17 +50,21 @@ def owner_of(st: JobStatus) -> Owner | None:
     return Owner(parts[1], parts[2], None if given.startswith("auto:") else given)
 
 
-def owned_job(client: Client, key: ApiKey, job_id: str) -> tuple[Job, JobStatus, Owner]:
-    """The job and a fresh status of it, if `key` submitted it.
+def owned_job(jobs: Client | Cells, key: ApiKey, job_id: str) -> tuple[Job, JobStatus, Owner]:
+    """The job and a fresh status of it, if `key` submitted it; `jobs` is the Client of the
+    one Redis that holds jobs, or the Cells that do (the job's cell found from its id).
 
     Raises:
         ApiError: job_not_found (no such job, expired, submitted without the API, or another key's).
+        CellDown: the cell the id names cannot be reached (answered 503, api/errors.py).
     """
-    job = Job(client, job_id)
-    try:
-        st = job.status() if len(job_id) == 32 else None
-    except JobNotFound:
-        st = None
+    job, st = None, None
+    if len(job_id) == 32:
+        try:
+            job = jobs.job(job_id) if isinstance(jobs, Cells) else Job(jobs, job_id)
+            st = job.status()
+        except JobNotFound:
+            st = None
     owner = owner_of(st) if st is not None else None
     if owner is None or owner.key_id != key.id:
         raise ApiError("job_not_found", f"no job {job_id}", {"job_id": job_id})

@@ -231,12 +231,9 @@ class Cells:
         order = rank(request_id or uuid.uuid4().hex, self.specs)
         live = [name for name in order if self.reachable(name)]
         if request_id:
-            # Every live cell is asked, not just the first: while a cell ranked above was
-            # down, the first job of this request went further down the order.
-            for name in live:
-                found = self.clients[name].r.get(keys.request(request_id))
-                if found:
-                    return name, Job(self.clients[name], found.decode())
+            found = self._request_in(request_id, live)
+            if found is not None:
+                return self.cell_of(found), found
             above = order[:order.index(live[0])] if live else []
             if above:
                 # Availability over exactly-once: a resubmission whose first job is in a
@@ -248,6 +245,19 @@ class Cells:
             raise CellDown("no cell can be reached to take the job: "
                            + "; ".join(self._why_down(n) for n in order))
         return live[0], None
+
+    def _request_in(self, request_id: str, names: list[str]) -> Job | None:
+        # Every live cell is asked, not just the first: while a cell ranked above was down,
+        # the first job of this request went further down the order.
+        for name in names:
+            found = self.clients[name].r.get(keys.request(request_id))
+            if found:
+                return Job(self.clients[name], found.decode())
+        return None
+
+    def existing(self, request_id: str) -> Job | None:
+        """The job `request_id` made before, from any reachable cell (None: none there)."""
+        return self._request_in(request_id, [n for n in rank(request_id, self.specs) if self.reachable(n)])
 
     def submit(self, zkey: str | Path, witnesses: Iterable[str | Path] | None = None, *,
                request_id: str | None = None, **kw) -> Job:
@@ -293,8 +303,8 @@ class Cells:
                 return Job(self.clients[name], job_id)
         home = order[0]
         if not self.reachable(home):
-            raise CellDown(f"job {job_id} is in cell {home} ({self.specs[home].safe_url()}), which cannot be "
-                           f"reached: {self.down_reason(home)}", cell=home, job_id=job_id)
+            raise CellDown(f"job {job_id} belongs to cell {home} ({self.specs[home].safe_url()}), which cannot "
+                           f"be reached: {self.down_reason(home)}", cell=home, job_id=job_id)
         unreachable = [n for n in order if not self.reachable(n)]
         raise JobNotFound(f"no job {job_id} in cell {home}" + (
             f" (nor in any other reachable cell; unreachable: {', '.join(unreachable)})" if unreachable

@@ -3,6 +3,7 @@ process, behind one Cells client (coordinator/cells.py) and the CLI's --cells / 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -188,14 +189,14 @@ def test_with_one_cell_down_new_jobs_go_to_the_other_and_its_jobs_fail_to_be_fou
 
         # The stranded job: a clear error naming its cell, from the library and the CLI.
         with client_of(cells) as fresh:
-            with pytest.raises(CellDown, match=f"job {stranded.id} is in cell b \\({cells['b'].redis_url}\\), "
+            with pytest.raises(CellDown, match=f"job {stranded.id} belongs to cell b \\({cells['b'].redis_url}\\), "
                                                "which cannot be reached: .*refused") as err:
                 fresh.job(stranded.id)
             assert err.value.cell == "b" and err.value.job_id == stranded.id
         env = cells["a"].env(ZKQUEUE_CELLS=cells_setting(cells))
         st = zkqueue(env, "status", stranded.id)
         assert st.returncode == 1, st.stdout + st.stderr
-        assert f"job {stranded.id} is in cell b ({cells['b'].redis_url}), which cannot be reached" in st.stderr
+        assert f"job {stranded.id} belongs to cell b ({cells['b'].redis_url}), which cannot be reached" in st.stderr
         listing = zkqueue(env, "status")
         assert listing.returncode == 0 and "cell b" in listing.stdout and "UNREACHABLE" in listing.stdout
 
@@ -206,3 +207,69 @@ def test_with_one_cell_down_new_jobs_go_to_the_other_and_its_jobs_fail_to_be_fou
             fresh.submit(ZKEY, PARTITIONS[:1])
     finally:
         client.close()
+
+
+def test_the_http_api_on_two_cells_routes_jobs_by_request_and_names_a_dead_cell(cells, tmp_path):
+    from api_support import INPUTS, sse_events, start_server, upload_circuit
+    from conftest import snarkjs_verifies
+    groups = {name: cell.start_workers(1) for name, cell in cells.items()}
+    # The API's own records (keys, circuits, quotas) in cell a's Redis; jobs in both cells.
+    server = start_server(cells["a"], ZKQUEUE_CELLS=cells_setting(cells))
+    try:
+        token = server.key("alice")
+        http = server.http(token, timeout=180)
+        res = upload_circuit(http)
+        assert res.status_code == 201, res.text
+        cid = res.json()["circuit_id"]
+        (tmp_path / "vk.json").write_bytes(http.get(f"/v1/circuits/{cid}/verification_key").content)
+        key_id = token.split("_")[1]
+
+        def idempotency_key_for(cell: str, prefix: str) -> str:
+            i = 0
+            while rank(f"api/{key_id}/{cid}/{prefix}-{i}", cells)[0] != cell:
+                i += 1
+            return f"{prefix}-{i}"
+
+        for name, g in groups.items():
+            cells[name].ready(g, timeout_s=120)
+        inputs = [json.loads(p.read_text()) for p in INPUTS[:2]]
+        jobs = {}
+        for cell in ("a", "b"):
+            idem = idempotency_key_for(cell, "order")
+            res = http.post(f"/v1/circuits/{cid}/proofs", headers={"Idempotency-Key": idem}, json={"inputs": inputs})
+            assert res.status_code == 201, res.text
+            jobs[cell] = (idem, res.json()["job_id"])
+            assert cells[cell].r.exists(f"zkq:job:{jobs[cell][1]}")
+        for cell, (idem, job_id) in jobs.items():
+            with http.stream("GET", f"/v1/jobs/{job_id}/events") as stream:
+                events = list(sse_events(stream))
+            assert events[-1][0] == "end" and events[-1][1]["state"] == "done", events
+            st = http.get(f"/v1/jobs/{job_id}").json()
+            assert st["state"] == "done"
+            for p in st["partitions"]:
+                for part in ("proof", "public"):
+                    got = http.get(f"/v1/jobs/{job_id}/proofs/{p['index']}/{part}.json")
+                    assert got.status_code == 200, got.text
+                    (tmp_path / f"{part}.json").write_bytes(got.content)
+                assert snarkjs_verifies(tmp_path / "vk.json", tmp_path / "public.json", tmp_path / "proof.json")
+            again = http.post(f"/v1/circuits/{cid}/proofs", headers={"Idempotency-Key": idem}, json={"inputs": inputs})
+            assert again.status_code == 200 and again.json()["job_id"] == job_id
+
+        cells["b"].server.crash()
+        lost = http.get(f"/v1/jobs/{jobs['b'][1]}")
+        assert lost.status_code == 503, lost.text
+        error = lost.json()["error"]
+        assert error["code"] == "unavailable" and error["detail"] == {"cell": "b"}
+        assert f"the cell of job {jobs['b'][1]} (b) cannot be reached" in error["message"]
+        assert "127.0.0.1" not in error["message"]                      # the fleet's addresses stay inside
+        assert http.get(f"/v1/jobs/{jobs['a'][1]}").json()["state"] == "done"
+        res = http.post(f"/v1/circuits/{cid}/proofs", headers={"Idempotency-Key": idempotency_key_for("b", "later")},
+                        json={"inputs": inputs})
+        assert res.status_code == 201, res.text
+        job_id = res.json()["job_id"]
+        assert cells["a"].r.exists(f"zkq:job:{job_id}")
+        wait_until(lambda: http.get(f"/v1/jobs/{job_id}").json()["state"] == "done", 120, "the job on cell a",
+                   interval_s=0.5)
+    finally:
+        server.stop()
+        print(f"----- zkqueue serve log -----\n{server.log()[-6000:]}")

@@ -86,7 +86,7 @@ FLEET_VARS = (
     Var("redis_sentinel_master", str, "zkqueue", FLEET,
         "the name the sentinels monitor the primary under (`sentinel://` URLs only)"),
     Var("cells", str, "", FLEET,
-        "clients only (`submit`, `wait`, `status`, `cancel`): several cells, each one Redis with its own "
+        "clients only (`submit`, `wait`, `status`, `cancel`, `serve`): several cells, each one Redis with its own "
         "workers and reaper, as `NAME=URL` pairs separated by spaces (`a=redis://r1:6379/0 b=redis://r2:6379/0`); "
         "a new job goes to one cell chosen from its request id, lookups find its cell from the job id "
         "(docs/architecture.md, \"Past one Redis\"). A cell's name is its identity: never rename one. "
