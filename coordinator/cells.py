@@ -12,8 +12,8 @@ other. A job lives wholly in one cell; `Cells` only decides which, and finds it 
   takes the job; a job without a request id is ranked by a fresh random id (an even spread).
 * **Which cell holds a job**: the job id names it. Ids stay 32 hex digits (the broker
   guard, the HTTP API and every key name expect that), minted so that the cell they rank
-  first is the cell that took the job: a lookup ranks the id and asks that cell, without
-  asking the others.
+  first is the cell that took the job: a lookup ranks the id and asks that cell (the others
+  only when it does not have the job: one made before cells, or before a cell was added).
 * **A cell that is down**: new jobs go to the next cell in rendezvous order; a lookup of a
   job whose cell is down fails with `CellDown`, naming the cell and its URL.
 
