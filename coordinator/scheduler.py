@@ -22,7 +22,7 @@ import redis
 
 from zkqueue.config import Settings
 
-from . import connections, keys
+from . import affinity, connections, keys
 from .broker import RETRY_PRIORITY, Sender, queue_depths
 from .claims import BatchClaim
 from .jobs import Priority
@@ -287,11 +287,13 @@ class Scheduler:
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
     def reroute(self, job_id: str, slot, token: int, *, states: str, event: str, reason: str,
-                route_to: str = "") -> Sent | Reply:
+                route_to: str = "", affinity: bool = False) -> Sent | Reply:
         """Sends the slot to another worker (`route_to`'s own queue, or the shared one when
-        "") without spending an attempt. Returns as requeue()."""
+        "") without spending an attempt; `affinity`: because that worker holds its key (the
+        reaper sends it back to the shared queue if it is not taken within affinity_wait_s).
+        Returns as requeue()."""
         out = self._run("reroute", job_id, slot, token=token, states=states, event=event, reason=reason,
-                           route=route_to)
+                        route=route_to, affinity=affinity)
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
     def park(self, job_id: str, slot, token: int, *, states: str, reason: str, needs: dict | None = None) -> Reply:
@@ -395,6 +397,24 @@ class Scheduler:
         return [b["worker"] for b in self.registry.live()
                 if b.get("worker") not in excluded and (b.get("fingerprint") or {}).get("id") not in quarantined
                 and (not needs or has_room(b, needs))]
+
+    def publish_holding(self, worker: str, held: list[str], *, busy: bool) -> None:
+        """Records the keys `worker`'s key cache holds, and whether it proves now (key affinity:
+        coordinator/affinity.py)."""
+        affinity.publish(self.r, worker, held, busy=busy)
+
+    def holder_for(self, job_id: str, slot, zkey_sha: str, worker: str, *, prove_s: float | None,
+                   load_s: float | None) -> str:
+        """The live, eligible worker other than `worker` that holds `zkey_sha` loaded and is
+        free soon enough that the slot should wait for it (coordinator/affinity.choose), or "".
+        Only for a slot that never moved (no bounce yet): a slot goes to a holder once."""
+        bounces, excluded = (_text(v) for v in self.r.hmget(keys.slot(job_id, slot), "bounces", "excluded"))
+        if int(bounces or 0) > 0:
+            return ""
+        candidates = self.eligible_workers(set(excluded.split()) | {worker})
+        best = affinity.choose(affinity.holders(self.r, candidates, zkey_sha), prove_s=prove_s, load_s=load_s,
+                               max_wait_s=self.settings.affinity_wait_s)
+        return best.worker if best else ""
 
     def parked_needs(self, job_id: str, slot) -> dict | None:
         """The memory a parked slot waits for (park's `needs`), or None."""

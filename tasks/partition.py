@@ -25,6 +25,7 @@ from zkqueue.workers.lease import LeaseKeeper
 from zkqueue.workers.proving import SelfCheckFailed
 
 from . import context
+from .affinity import hand_to_holder, holding_published
 from .app import app
 from .batch import run_batch
 from .handoff import leave_too_big, pass_on, retry_after, turn_away
@@ -37,9 +38,19 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     ctx = context.get()
     s = ctx.scheduler
     zkey_sha = s.job_files(job_id).zkey
+    handed = hand_to_holder(ctx, job_id, index, token, zkey_sha) if zkey_sha else None
+    if handed:
+        return handed
     refused = _admit(ctx, job_id, index, token, zkey_sha) if zkey_sha else None
     if refused:
         return refused
+    with holding_published(ctx, zkey_sha):
+        return _prove(ctx, job_id, index, token, zkey_sha)
+
+
+def _prove(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str) -> str:
+    """Claims the partition (alone or in a batch of its key's), proves and records it."""
+    s = ctx.scheduler
     limit = _batch_limit(ctx, zkey_sha) if zkey_sha else 1
     if limit > 1:
         return run_batch(ctx, job_id, index, token, zkey_sha, limit, after_failed_self_check=after_failed_self_check)
