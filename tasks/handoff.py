@@ -69,6 +69,16 @@ def leave_too_big(ctx: context.Context, job_id: str, slot, token: int, verdict, 
                    needs=needs)
 
 
+def leave_died_of_memory(ctx: context.Context, job_id: str, slot, token: int, needs: dict | None) -> str:
+    """This worker died of memory proving the slot's key (the kernel's OOM killer took its pool
+    child: Scheduler.died_of_memory): hands the slot, without spending an attempt, to another
+    worker (with `needs`, one whose memory holds the key by the model), or parks it."""
+    return pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
+                   why=f"worker {ctx.worker_id} died of memory proving the key of {what(slot)}",
+                   parked_reason=f"{what(slot)}: worker {ctx.worker_id} died of memory proving its key, and no "
+                                 "other live worker can take it", needs=needs)
+
+
 def turn_away(ctx: context.Context, job_id: str, slot, token: int, claim: Reply) -> str:
     """A claim refused because this worker is excluded from the slot or quarantined: passes
     the slot on; a quarantined worker then holds its pool slot until an operator clears it."""

@@ -28,7 +28,7 @@ from . import context
 from .affinity import hand_to_holder, holding_published
 from .app import app
 from .batch import run_batch
-from .handoff import leave_too_big, pass_on, retry_after, turn_away
+from .handoff import leave_died_of_memory, leave_too_big, pass_on, retry_after, turn_away
 
 log = logging.getLogger("zkqueue.task")
 
@@ -103,14 +103,20 @@ def _batch_limit(ctx: context.Context, zkey_sha: str) -> int:
 
 def _admit(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str) -> str | None:
     """Memory admission, before any claim: None when this worker has room for a partition of
-    this key (or its shape was never recorded), else what happened when it left the
-    partition for a bigger worker (no attempt spent; tasks/handoff.leave_too_big)."""
+    this key (or its shape was never recorded) and never died of memory proving it, else what
+    happened when it left the partition for a bigger worker (no attempt spent;
+    tasks/handoff.leave_too_big, leave_died_of_memory)."""
     from zkqueue.workers.admission import judge
     from zkqueue.workers.key_needs import needs_by_backend
     shape = ctx.key_shape(zkey_sha)
+    threads = ctx.identity.threads or os.cpu_count() or 1
+    if ctx.scheduler.key_too_big(ctx.worker_id, zkey_sha):
+        log.warning("job %s partition %d: this worker died of memory proving its key; leaving it for another",
+                    job_id, index)
+        return leave_died_of_memory(ctx, job_id, index, token,
+                                    needs_by_backend(shape, threads=threads) if shape is not None else None)
     if shape is None:
         return None
-    threads = ctx.identity.threads or os.cpu_count() or 1
     verdict = judge(shape, ctx.identity.backend, threads=threads, held_key_bytes=ctx.prover.cache.used_bytes,
                     holds_it=ctx.prover.has_key(zkey_sha))
     if verdict.fits:
