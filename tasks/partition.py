@@ -118,11 +118,24 @@ def _admit(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: 
     if shape is None:
         return None
     verdict = judge(shape, ctx.identity.backend, threads=threads, held_key_bytes=ctx.prover.cache.used_bytes,
-                    holds_it=ctx.prover.has_key(zkey_sha))
+                    holds_it=ctx.prover.has_key(zkey_sha), device_free_bytes=_device_free(ctx))
     if verdict.fits:
         return None
     log.warning("job %s partition %d: %s; leaving it for a bigger worker", job_id, index, verdict.words())
     return leave_too_big(ctx, job_id, index, token, verdict, needs_by_backend(shape, threads=threads))
+
+
+def _device_free(ctx: context.Context) -> int | None:
+    """A GPU worker's free device memory: from its CUDA backend once it exists, else from NVML
+    (which leaves CUDA alone); None on a CPU worker or without a reading."""
+    if ctx.identity.backend != "cuda":
+        return None
+    free = ctx.prover.device_free_bytes()
+    if free is None:
+        from zkqueue.workers.memory import device_memory
+        reading = device_memory(ctx.identity.device.index)
+        free = reading[1] if reading else None
+    return free
 
 
 def after_failed_self_check(ctx: context.Context, job_id: str, index: int, token: int, slot: SlotRecord,
