@@ -61,32 +61,37 @@ def holding(r: redis.Redis, worker_ids: list[str]) -> dict[str, dict]:
     return {w: json.loads(rec) for w, rec in zip(worker_ids, records) if rec}
 
 
-def holders(r: redis.Redis, candidates: list[str], zkey_sha: str) -> list[Holder]:
+def holders(r: redis.Redis, candidates: list[str], zkey_sha: str, *, me: str = "") -> tuple[list[Holder], int]:
     """Those of `candidates` (live, eligible workers) whose key cache holds `zkey_sha`, with
-    their backlogs; two round trips whatever the fleet's size.
+    their backlogs, and how many messages wait on `me`'s own queue; two round trips whatever
+    the fleet's size.
 
     Raises:
         redis.RedisError: Redis cannot be reached.
     """
     held = {w: rec for w, rec in holding(r, candidates).items() if zkey_sha in rec.get("keys", ())}
     if not held:
-        return []
-    depths = queue_depths(r, [keys.worker_queue(w) for w in held])
-    return [Holder(w, bool(rec.get("busy")), depths[keys.worker_queue(w)]) for w, rec in held.items()]
+        return [], 0
+    depths = queue_depths(r, [keys.worker_queue(w) for w in [*held, *([me] if me else [])]])
+    found = [Holder(w, bool(rec.get("busy")), depths[keys.worker_queue(w)]) for w, rec in held.items()]
+    return found, depths.get(keys.worker_queue(me), 0) if me else 0
 
 
-def choose(found: list[Holder], *, prove_s: float | None, load_s: float | None, max_wait_s: float
-           ) -> Holder | None:
+def choose(found: list[Holder], *, prove_s: float | None, load_s: float | None, max_wait_s: float,
+           evicts_needed_key: bool = False) -> Holder | None:
     """The holder a partition should wait for, or None (load the key here).
 
-    The holder that frees soonest is chosen when its wait is no longer than loading the key
-    here (`load_s`, measured on this device class) and than `max_wait_s`. With nothing
-    measured yet, only a holder that is free now (idle, nothing queued) is worth it.
+    The holder that frees soonest is chosen when its wait is no longer than what loading the
+    key here costs (`load_s`, measured on this device class; twice that when the load evicts
+    a key this worker has work queued for, which it then loads again) and than `max_wait_s`.
+    With nothing measured yet, only a holder that is free now (idle, nothing queued) is worth
+    it.
     """
     if not found:
         return None
     if prove_s is None:
         idle = [h for h in found if not h.busy and h.queued == 0]
         return idle[0] if idle else None
+    cost_here = (load_s or 0.0) * (2 if evicts_needed_key else 1)
     best = min(found, key=lambda h: h.wait_s(prove_s))
-    return best if best.wait_s(prove_s) <= min(load_s or 0.0, max_wait_s) else None
+    return best if best.wait_s(prove_s) <= min(cost_here, max_wait_s) else None

@@ -404,16 +404,19 @@ class Scheduler:
         affinity.publish(self.r, worker, held, busy=busy)
 
     def holder_for(self, job_id: str, slot, zkey_sha: str, worker: str, *, prove_s: float | None,
-                   load_s: float | None) -> str:
+                   load_s: float | None, evicts: bool = False) -> str:
         """The live, eligible worker other than `worker` that holds `zkey_sha` loaded and is
         free soon enough that the slot should wait for it (coordinator/affinity.choose), or "".
-        Only for a slot that never moved (no bounce yet): a slot goes to a holder once."""
+        `evicts`: loading the key on `worker` would evict a key it holds (which costs a second
+        load when work for that key waits on `worker`'s own queue). Only for a slot that never
+        moved (no bounce yet): a slot goes to a holder once."""
         bounces, excluded = (_text(v) for v in self.r.hmget(keys.slot(job_id, slot), "bounces", "excluded"))
         if int(bounces or 0) > 0:
             return ""
         candidates = self.eligible_workers(set(excluded.split()) | {worker})
-        best = affinity.choose(affinity.holders(self.r, candidates, zkey_sha), prove_s=prove_s, load_s=load_s,
-                               max_wait_s=self.settings.affinity_wait_s)
+        found, mine = affinity.holders(self.r, candidates, zkey_sha, me=worker)
+        best = affinity.choose(found, prove_s=prove_s, load_s=load_s, max_wait_s=self.settings.affinity_wait_s,
+                               evicts_needed_key=evicts and mine > 0)
         return best.worker if best else ""
 
     def died_of_memory(self, worker: str, pid: int, how: str) -> list[tuple[str, str, str]]:

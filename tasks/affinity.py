@@ -23,7 +23,9 @@ def hand_to_holder(ctx: context.Context, job_id: str, index: int, token: int, zk
         return None
     s = ctx.scheduler
     prove_s, load_s = s.measured_runtime(f"{zkey_sha}|{ctx.device_class}")
-    holder = s.holder_for(job_id, index, zkey_sha, ctx.worker_id, prove_s=prove_s, load_s=load_s)
+    kept = _held_once_loaded(ctx, zkey_sha)
+    evicts = any(k not in kept for k in ctx.prover.cache.held())
+    holder = s.holder_for(job_id, index, zkey_sha, ctx.worker_id, prove_s=prove_s, load_s=load_s, evicts=evicts)
     if not holder:
         return None
     out = s.reroute(job_id, index, token, states="queued sending", event="rerouted", affinity=True,

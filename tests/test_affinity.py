@@ -16,6 +16,22 @@ KEYS = [FIXTURES / "bn128_chain_10", FIXTURES / "bn128_poseidon_10", FIXTURES / 
 ONE_KEY_CACHE = {"ZKQUEUE_KEY_CACHE_BYTES": str(1 << 20), "ZKQUEUE_CANARY": "0"}
 
 
+def test_the_holder_chosen_is_the_one_free_soonest_and_only_if_sooner_than_a_load_here():
+    from zkqueue.coordinator.affinity import Holder, choose
+    busy, idle, queued = Holder("a", True, 3), Holder("b", False, 0), Holder("c", False, 2)
+    assert choose([], prove_s=1.0, load_s=5.0, max_wait_s=30) is None
+    # Nothing measured: only a holder free now.
+    assert choose([busy, idle], prove_s=None, load_s=None, max_wait_s=30) == idle
+    assert choose([busy, queued], prove_s=None, load_s=None, max_wait_s=30) is None
+    # Measured: the soonest (c: 2 x 1 s), while no later than a load here (3 s) and the cap.
+    assert choose([busy, queued], prove_s=1.0, load_s=3.0, max_wait_s=30) == queued
+    assert choose([busy, queued], prove_s=1.0, load_s=1.5, max_wait_s=30) is None
+    assert choose([busy, queued], prove_s=1.0, load_s=3.0, max_wait_s=1.0) is None
+    # A load here that evicts a key with work waiting here costs two loads.
+    assert choose([busy], prove_s=1.0, load_s=3.0, max_wait_s=30) is None
+    assert choose([busy], prove_s=1.0, load_s=3.0, max_wait_s=30, evicts_needed_key=True) == busy
+
+
 def witnesses(key, n: int, start: int = 0):
     return [key / "partitions" / f"witness_{(start + i) % 4}.wtns" for i in range(n)]
 

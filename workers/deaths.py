@@ -88,8 +88,10 @@ class DeathWatch:
         """How the counters show an OOM kill since the start, or "" (oom_words)."""
         return self.oom_words()
 
-    def oom_words(self) -> str:
-        """How the counters show an OOM kill since this watch was taken, or ""."""
+    def oom_words(self, *, host_wide: bool = True) -> str:
+        """How the counters show an OOM kill since this watch was taken, or "". Without
+        `host_wide`, the host's counter (any process's OOM kill on this host) is read only
+        when this process has no memory group, whose own counter names its kills."""
         if self.group is not None:
             try:
                 kills = self.group.oom_kills()
@@ -102,6 +104,8 @@ class DeathWatch:
                     now_limit = self.limit
                 limit = f"its limit of {now_limit >> 20} MiB" if now_limit else "its limit"
                 return f"control group {self.group.path} at {limit}; OOM kills there {self.group_kills} -> {kills}"
+            if not host_wide:
+                return ""
         host = host_oom_kills()
         if host > self.host_kills:
             return f"the host ran out of memory; OOM kills on the host {self.host_kills} -> {host}"
@@ -128,6 +132,8 @@ class PoolWatch:
         gone, self._known = self._known - now, now
         if not gone:    # a kill counted before its process is gone is read when it is
             return []
-        words = self._watch.oom_words()
+        # Its group's counter only: on a shared host, another process's OOM kill must not make
+        # a child that ended otherwise (a SIGKILL, a restart) look like a death of memory.
+        words = self._watch.oom_words(host_wide=False)
         self._watch = DeathWatch(os.getpid())      # the next kill is measured from here
         return [(pid, words) for pid in sorted(gone)] if words else []
