@@ -16,7 +16,12 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            token, attempts, worker, pid, fingerprint,
                                            enqueued_at, started_at, run_deadline, finished_at,
                                            routed_to, excluded (space-separated worker ids),
-                                           bounces, parked_since, parked_reason; a partition
+                                           bounces, parked_since, parked_reason, affinity ("1"
+                                           while it waits on the own queue of a worker holding
+                                           its key), lost_worker and lost_pid (who made the
+                                           attempt requeue.lua last requeued: refund.lua refunds
+                                           it if that process turns out to have died of memory);
+                                           a partition
                                            adds witness (sha256), witness_name, error (why it
                                            failed), invalid_fps, invalid_builds and invalid_by
                                            (fingerprints / builds / "build|worker" whose proofs
@@ -27,7 +32,7 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            timings_s, worker, attempt); written with HSETNX
     zkq:job:{job}:events           list    JSON attempt events (started, synth_started, proved,
                                            synthesized, lost, overdue, retry, invalid, bounced,
-                                           resent, rerouted, quarantined, input_error, done), in
+                                           resent, rerouted, quarantined, input_error, oom, done), in
                                            order; "slot" is the partition index or "finalize"
     zkq:job:{job}:bad              list    JSON records of invalid proofs: index, worker,
                                            fingerprint, reason, at
@@ -61,6 +66,13 @@ submitted as circuit inputs), ``finalize`` verify every proof):
     zkq:keyshape:{zkey}            hash    curve, domain_size, n_vars, n_public, zkey_bytes of a
                                            proving key (from its header, written at submit):
                                            what admission sizes a partition by
+    zkq:holding:{worker}           string  JSON {keys: sha256s of the proving keys its key cache
+                                           holds, busy: proving now}, written by its pool child
+                                           around each partition (coordinator/affinity.py): where
+                                           a partition of a key it does not hold may go instead
+    zkq:toobig:{worker}            set     sha256s of the keys `worker` died of memory proving
+                                           (the kernel's OOM killer took its pool child): its
+                                           admission refuses them; expires with the result TTL
     zkq:runtime                    hash    "{zkey}|{device class}" -> moving average of proving
                                            seconds (sets how long an attempt may run)
     zkq:valid:{zkey}               hash    build -> when it last recorded a valid proof of this
@@ -190,6 +202,14 @@ def canary_failed() -> str:
 
 def key_shape(zkey_sha: str) -> str:
     return f"{PREFIX}:keyshape:{zkey_sha}"
+
+
+def holding(worker_id: str) -> str:
+    return f"{PREFIX}:holding:{worker_id}"
+
+
+def too_big(worker_id: str) -> str:
+    return f"{PREFIX}:toobig:{worker_id}"
 
 
 def runtime() -> str:

@@ -87,9 +87,10 @@ class Reaper:
                 if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
                     break
         acted += self._adopt_orphans()
-        for raw in self.s.r.zrange(keys.routed(), 0, -1):
+        now = redis_time(self.s.r)
+        for raw, routed_at in self.s.r.zrange(keys.routed(), 0, -1, withscores=True):
             job_id, slot = keys.parse_member(raw.decode())
-            acted += self._routed(job_id, slot)
+            acted += self._routed(job_id, slot, waited_s=now - routed_at)
         self._forget_dead_workers()
         return acted
 
@@ -197,14 +198,22 @@ class Reaper:
         self._unacked_seen = seen
         return acted
 
-    def _routed(self, job_id: str, slot: str) -> int:
-        state, token, route, excluded = (v.decode() if v else "" for v in self.s.r.hmget(
-            keys.slot(job_id, slot), "state", "token", "routed_to", "excluded"))
+    def _routed(self, job_id: str, slot: str, *, waited_s: float) -> int:
+        """A slot queued on one worker's own queue: handed on if that worker is gone; sent back
+        to the shared queue if it went there for key affinity and waited past affinity_wait_s
+        (the holder is busier than it looked: any worker may take it now)."""
+        state, token, route, excluded, by_affinity = (v.decode() if v else "" for v in self.s.r.hmget(
+            keys.slot(job_id, slot), "state", "token", "routed_to", "excluded", "affinity"))
         if state not in ("queued", "sending") or not route:
             self.s.r.zrem(keys.routed(), keys.member(job_id, slot))
             return 0
         if self.s.registry.alive(route):
-            return 0
+            if not by_affinity or waited_s <= self.s.settings.affinity_wait_s:
+                return 0
+            out = self.s.reroute(job_id, slot, int(token), states="queued", event="rerouted", route_to="",
+                                 reason=f"worker {route}, which holds its key, did not take it within "
+                                        f"{self.s.settings.affinity_wait_s:g} s")
+            return int(out.kind in ("send", "failed"))
         out = self.s.hand_on(job_id, slot, int(token), leaving=route, states="queued sending", event="rerouted",
                              reason=f"worker {route} it was routed to is gone",
                              parked_reason=f"no eligible worker is left to take it (worker {route} it was routed "

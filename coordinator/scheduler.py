@@ -22,7 +22,7 @@ import redis
 
 from zkqueue.config import Settings
 
-from . import connections, keys
+from . import affinity, connections, keys
 from .broker import RETRY_PRIORITY, Sender, queue_depths
 from .claims import BatchClaim
 from .jobs import Priority
@@ -275,23 +275,25 @@ class Scheduler:
         return _reply(out)
 
     def requeue(self, job_id: str, slot, token: int, *, event: str, reason: str, exclude: str = "",
-                route_to: str = "", require_expired: bool = False) -> Sent | Reply:
-        """A running attempt ended without a result (an attempt spent): sends the slot again,
-        ahead of fresh work. Sent (the new token), or Reply "failed" (attempts spent: the
-        partition failed with `reason`, or the job for finalize), "stale", "skip" (why: the
-        slot's state, or "lease alive"), "job_over"."""
+                route_to: str = "", require_expired: bool = False, refund: bool = False) -> Sent | Reply:
+        """A running attempt ended without a result (an attempt spent, unless `refund`: it died
+        of memory): sends the slot again, ahead of fresh work. Sent (the new token), or Reply
+        "failed" (attempts spent: the partition failed with `reason`, or the job for
+        finalize), "stale", "skip" (why: the slot's state, or "lease alive"), "job_over"."""
         out = self._run("requeue", job_id, slot, token=token, event=event, reason=reason, exclude=exclude,
-                           route=route_to, require_expired=require_expired)
+                        route=route_to, require_expired=require_expired, refund=refund)
         # A retry goes ahead of fresh work: it has waited its turn once already, and its job's
         # other partitions may all be done.
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
     def reroute(self, job_id: str, slot, token: int, *, states: str, event: str, reason: str,
-                route_to: str = "") -> Sent | Reply:
+                route_to: str = "", affinity: bool = False) -> Sent | Reply:
         """Sends the slot to another worker (`route_to`'s own queue, or the shared one when
-        "") without spending an attempt. Returns as requeue()."""
+        "") without spending an attempt; `affinity`: because that worker holds its key (the
+        reaper sends it back to the shared queue if it is not taken within affinity_wait_s).
+        Returns as requeue()."""
         out = self._run("reroute", job_id, slot, token=token, states=states, event=event, reason=reason,
-                           route=route_to)
+                        route=route_to, affinity=affinity)
         return self._send_if(out, job_id, slot, route_to=route_to, priority=RETRY_PRIORITY)
 
     def park(self, job_id: str, slot, token: int, *, states: str, reason: str, needs: dict | None = None) -> Reply:
@@ -395,6 +397,74 @@ class Scheduler:
         return [b["worker"] for b in self.registry.live()
                 if b.get("worker") not in excluded and (b.get("fingerprint") or {}).get("id") not in quarantined
                 and (not needs or has_room(b, needs))]
+
+    def publish_holding(self, worker: str, held: list[str], *, busy: bool) -> None:
+        """Records the keys `worker`'s key cache holds, and whether it proves now (key affinity:
+        coordinator/affinity.py)."""
+        affinity.publish(self.r, worker, held, busy=busy)
+
+    def holder_for(self, job_id: str, slot, zkey_sha: str, worker: str, *, prove_s: float | None,
+                   load_s: float | None, evicts: bool = False) -> str:
+        """The live, eligible worker other than `worker` that holds `zkey_sha` loaded and is
+        free soon enough that the slot should wait for it (coordinator/affinity.choose), or "".
+        `evicts`: loading the key on `worker` would evict a key it holds (which costs a second
+        load when work for that key waits on `worker`'s own queue). Only for a slot that never
+        moved (no bounce yet): a slot goes to a holder once."""
+        bounces, excluded = (_text(v) for v in self.r.hmget(keys.slot(job_id, slot), "bounces", "excluded"))
+        if int(bounces or 0) > 0:
+            return ""
+        candidates = self.eligible_workers(set(excluded.split()) | {worker})
+        found, mine = affinity.holders(self.r, candidates, zkey_sha, me=worker)
+        best = affinity.choose(found, prove_s=prove_s, load_s=load_s, max_wait_s=self.settings.affinity_wait_s,
+                               evicts_needed_key=evicts and mine > 0)
+        return best.worker if best else ""
+
+    def died_of_memory(self, worker: str, pid: int, how: str) -> list[tuple[str, str, str]]:
+        """`worker`'s process `pid` was killed by the kernel's OOM killer (`how`: what the
+        counters showed): each attempt it was making goes to another worker without being
+        counted (requeue with refund, `worker` excluded from the slot), and its key is marked
+        too big for `worker` (key_too_big: its admission refuses the key from then on).
+        Returns the (job, slot, outcome) of each such attempt."""
+        self.r.delete(keys.holding(worker))     # its new pool child holds no key yet
+        reason = (f"worker {worker}'s process (pid {pid}) died of memory: killed by the kernel's OOM killer ({how}); "
+                  "its key is too big for that worker (the attempt is not counted)")
+        # The slots not finished: running ones (zkq:deadlines) and queued ones (zkq:checks), where
+        # the reaper may have requeued the attempt already, its lease having run out first.
+        members = {m.decode() for z in (keys.deadlines(), keys.checks()) for m in self.r.zrange(z, 0, -1)}
+        members = sorted(members)
+        with self.r.pipeline(transaction=False) as p:
+            for m in members:
+                p.hmget(keys.slot(*keys.parse_member(m)), "state", "worker", "pid", "token", "lost_worker", "lost_pid")
+            rows = [[_text(v) for v in row] for row in p.execute()]
+        out = []
+        for m, (state, by, by_pid, token, lost_by, lost_pid) in zip(members, rows):
+            running = state == "running" and by == worker and by_pid == str(pid)
+            requeued = lost_by == worker and lost_pid == str(pid)
+            if not (running or requeued):
+                continue
+            job_id, slot = keys.parse_member(m)
+            zkey = self.job_files(job_id).zkey
+            if zkey and keys.slot_kind(slot) == "prove":
+                self.mark_key_too_big(worker, zkey)
+            if running:
+                done = self.requeue(job_id, slot, int(token), event="oom", exclude=worker, refund=True,
+                                    route_to=self.pick_route(self.excluded(job_id, slot) | {worker}), reason=reason)
+            else:
+                done = _reply(self.transitions.run("refund", job_id, slot, worker=worker, pid=pid, reason=reason))
+            out.append((job_id, slot, done.kind))
+        return out
+
+    def mark_key_too_big(self, worker: str, zkey_sha: str) -> None:
+        """`worker` died of memory proving this key: it takes no partition of it again (a
+        worker restarted, e.g. with a bigger limit, has a new id and may)."""
+        with self.r.pipeline(transaction=False) as p:
+            p.sadd(keys.too_big(worker), zkey_sha)
+            p.expire(keys.too_big(worker), int(self.settings.result_ttl_s))
+            p.execute()
+
+    def key_too_big(self, worker: str, zkey_sha: str) -> bool:
+        """Whether `worker` died of memory proving this key (mark_key_too_big)."""
+        return bool(self.r.sismember(keys.too_big(worker), zkey_sha))
 
     def parked_needs(self, job_id: str, slot) -> dict | None:
         """The memory a parked slot waits for (park's `needs`), or None."""

@@ -58,15 +58,31 @@ def leave_too_big(ctx: context.Context, job_id: str, slot, token: int, verdict, 
     spending an attempt, to a worker whose memory holds it, or parks it saying how much it
     needs and how much the largest worker has."""
     backend = ctx.identity.backend
-    capacities = [(b.get("memory") or {}).get("capacity_bytes", 0) for b in ctx.scheduler.registry.live()
-                  if (b.get("fingerprint") or {}).get("backend", "cpu") == backend]
-    largest = max(capacities, default=0) >> 20
-    need = needs.get(backend, verdict.needs_bytes) >> 20
+    memory = [b.get("memory") or {} for b in ctx.scheduler.registry.live()
+              if (b.get("fingerprint") or {}).get("backend", "cpu") == backend]
+    if verdict.device_short:
+        largest = max((m.get("device_total_bytes", 0) for m in memory), default=0) >> 20
+        need = needs.get("device", verdict.device_needs_bytes) >> 20
+        parked = (f"{what(slot)} needs about {need} MiB of GPU memory, the largest GPU has {largest} MiB: "
+                  "no live worker can hold its key")
+    else:
+        largest = max((m.get("capacity_bytes", 0) for m in memory), default=0) >> 20
+        need = needs.get(backend, verdict.needs_bytes) >> 20
+        parked = (f"{what(slot)} needs about {need} MiB of memory on a {backend} worker, "
+                  f"the largest worker has {largest} MiB: no live worker can hold its key")
     return pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
                    why=f"worker {ctx.worker_id} has no room for {what(slot)}: it {verdict.words()}",
-                   parked_reason=f"{what(slot)} needs about {need} MiB of memory on a {backend} worker, "
-                                 f"the largest worker has {largest} MiB: no live worker can hold its key",
-                   needs=needs)
+                   parked_reason=parked, needs=needs)
+
+
+def leave_died_of_memory(ctx: context.Context, job_id: str, slot, token: int, needs: dict | None) -> str:
+    """This worker died of memory proving the slot's key (the kernel's OOM killer took its pool
+    child: Scheduler.died_of_memory): hands the slot, without spending an attempt, to another
+    worker (with `needs`, one whose memory holds the key by the model), or parks it."""
+    return pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
+                   why=f"worker {ctx.worker_id} died of memory proving the key of {what(slot)}",
+                   parked_reason=f"{what(slot)}: worker {ctx.worker_id} died of memory proving its key, and no "
+                                 "other live worker can take it", needs=needs)
 
 
 def turn_away(ctx: context.Context, job_id: str, slot, token: int, claim: Reply) -> str:

@@ -180,7 +180,8 @@ def _queue_link(settings, worker_id: str, consumed: list[str]):
     return QueueLink(beat=lambda info: sched.registry.beat(worker_id, info),
                      leave=lambda: sched.registry.remove(worker_id),
                      waiting=lambda: sched.waiting(consumed),
-                     start_reaper=start_reaper)
+                     start_reaper=start_reaper,
+                     died_of_memory=lambda pid, how: sched.died_of_memory(worker_id, pid, how))
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ from zkqueue.workers.lease import LeaseKeeper
 from zkqueue.workers.proving import SelfCheckFailed
 
 from . import context
+from .affinity import hand_to_holder, holding_published
 from .app import app
 from .batch import run_batch
-from .handoff import leave_too_big, pass_on, retry_after, turn_away
+from .handoff import leave_died_of_memory, leave_too_big, pass_on, retry_after, turn_away
 
 log = logging.getLogger("zkqueue.task")
 
@@ -37,9 +38,19 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     ctx = context.get()
     s = ctx.scheduler
     zkey_sha = s.job_files(job_id).zkey
+    handed = hand_to_holder(ctx, job_id, index, token, zkey_sha) if zkey_sha else None
+    if handed:
+        return handed
     refused = _admit(ctx, job_id, index, token, zkey_sha) if zkey_sha else None
     if refused:
         return refused
+    with holding_published(ctx, zkey_sha):
+        return _prove(ctx, job_id, index, token, zkey_sha)
+
+
+def _prove(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str) -> str:
+    """Claims the partition (alone or in a batch of its key's), proves and records it."""
+    s = ctx.scheduler
     limit = _batch_limit(ctx, zkey_sha) if zkey_sha else 1
     if limit > 1:
         return run_batch(ctx, job_id, index, token, zkey_sha, limit, after_failed_self_check=after_failed_self_check)
@@ -92,20 +103,39 @@ def _batch_limit(ctx: context.Context, zkey_sha: str) -> int:
 
 def _admit(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: str) -> str | None:
     """Memory admission, before any claim: None when this worker has room for a partition of
-    this key (or its shape was never recorded), else what happened when it left the
-    partition for a bigger worker (no attempt spent; tasks/handoff.leave_too_big)."""
+    this key (or its shape was never recorded) and never died of memory proving it, else what
+    happened when it left the partition for a bigger worker (no attempt spent;
+    tasks/handoff.leave_too_big, leave_died_of_memory)."""
     from zkqueue.workers.admission import judge
     from zkqueue.workers.key_needs import needs_by_backend
     shape = ctx.key_shape(zkey_sha)
+    threads = ctx.identity.threads or os.cpu_count() or 1
+    if ctx.scheduler.key_too_big(ctx.worker_id, zkey_sha):
+        log.warning("job %s partition %d: this worker died of memory proving its key; leaving it for another",
+                    job_id, index)
+        return leave_died_of_memory(ctx, job_id, index, token,
+                                    needs_by_backend(shape, threads=threads) if shape is not None else None)
     if shape is None:
         return None
-    threads = ctx.identity.threads or os.cpu_count() or 1
     verdict = judge(shape, ctx.identity.backend, threads=threads, held_key_bytes=ctx.prover.cache.used_bytes,
-                    holds_it=ctx.prover.has_key(zkey_sha))
+                    holds_it=ctx.prover.has_key(zkey_sha), device_free_bytes=_device_free(ctx))
     if verdict.fits:
         return None
     log.warning("job %s partition %d: %s; leaving it for a bigger worker", job_id, index, verdict.words())
     return leave_too_big(ctx, job_id, index, token, verdict, needs_by_backend(shape, threads=threads))
+
+
+def _device_free(ctx: context.Context) -> int | None:
+    """A GPU worker's free device memory: from its CUDA backend once it exists, else from NVML
+    (which leaves CUDA alone); None on a CPU worker or without a reading."""
+    if ctx.identity.backend != "cuda":
+        return None
+    free = ctx.prover.device_free_bytes()
+    if free is None:
+        from zkqueue.workers.memory import device_memory
+        reading = device_memory(ctx.identity.device.index)
+        free = reading[1] if reading else None
+    return free
 
 
 def after_failed_self_check(ctx: context.Context, job_id: str, index: int, token: int, slot: SlotRecord,

@@ -127,7 +127,7 @@ def built_circuits(tmp_path_factory) -> dict[str, Path]:
 QUICK_MODULES = {
     "test_bad_input.py", "test_config.py", "test_csprng.py", "test_formats.py", "test_interop.py",
     "test_lua_scripts.py", "test_packaging.py", "test_readme.py", "test_compose.py", "test_fingerprint.py",
-    "test_queue_barrier.py", "test_architecture.py",
+    "test_queue_barrier.py", "test_architecture.py", "test_admission.py",
 }
 QUICK_TESTS = {
     "test_queue_e2e.py::test_four_partitions_on_two_cpu_workers_snarkjs_accepts_every_proof",
@@ -136,6 +136,7 @@ QUICK_TESTS = {
     "test_queue_synthesis.py::test_one_cpu_worker_proves_the_first_partition_before_the_last_witness_exists",
     "test_queue_poison.py::test_the_reaper_and_the_metrics_read_any_value_on_a_list",
     "test_queue_wait_cost.py::test_waiting_costs_the_same_per_partition_from_64_to_1024_partitions",
+    "test_affinity.py::test_the_holder_chosen_is_the_one_free_soonest_and_only_if_sooner_than_a_load_here",
 }
 
 

@@ -169,3 +169,52 @@ def test_the_admission_model_covers_the_measured_peak_of_a_proof():
     for name, _curve, _domain, _key, measured, model, ratio in rows:
         assert float(model) >= float(measured), (name, proc.stdout)
         assert float(model) <= 3 * float(measured) + 8, (name, proc.stdout)
+
+
+# ---- an attempt that dies of memory: not counted, and its key kept from that worker ----------
+
+def _slot_events(job, kind: str) -> list[dict]:
+    return [e for p in job.status().partitions for e in p.events if e["event"] == kind]
+
+
+def test_an_attempt_killed_by_the_oom_killer_is_not_counted_and_its_key_goes_to_a_bigger_worker(  # noqa: F811
+        queue, tmp_path):
+    # The production fault: a partition whose real memory exceeds the model's estimate. The
+    # alloc fault touches 300 MiB inside each prove of the small worker; the model expects a
+    # few MiB for the 2^10 key, so admission lets it claim, and its limit leaves it 150 MiB.
+    # Key affinity is off: every partition the small worker takes goes through its admission.
+    off = {"ZKQUEUE_KEY_AFFINITY": "0"}
+    assert _needs(CHAIN) < 50 * MIB
+    with MemoryGroup(2 << 30) as group:
+        small = queue.start_workers(1, prefix=group.prefix(), fault="alloc:300", env=off)
+        small_id = queue.ready(small)[0]["worker"]
+        group.set_limit(group.working_set_bytes() + 150 * MIB)
+        before = group.oom_kills()
+        # A worker without a limit, slower (slow:1), so that the idle small one takes work.
+        big = queue.start_workers(1, fault="slow:1", env=off)
+        big_id = queue.ready(big)[0]["worker"]
+        client = queue.client()
+        job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+        result = job.wait(180)
+        assert group.oom_kills() > before, "the kernel's OOM killer never ran in the small worker's group"
+        oom = _slot_events(job, "oom")
+        assert oom and all(e["worker"] == small_id and e.get("refunded") for e in oom), oom
+        assert "killed by the kernel's OOM killer" in oom[0]["reason"] and str(group.path) in oom[0]["reason"]
+        # Not a strike against the partition: every partition's attempts count only the proof.
+        assert all(p.attempts == 1 for p in job.status().partitions), [
+            (p.attempts, [(e["event"], e.get("pid"), e.get("refunded")) for e in p.events])
+            for p in job.status().partitions]
+        assert {p.worker for p in result.partitions} == {big_id}
+        assert_snarkjs_accepts(result.partitions, CHAIN / "verification_key.json", tmp_path)
+        assert "died of memory: killed by the kernel's OOM killer" in small.log()
+
+        # The small worker is not given that key again: it leaves each partition it takes.
+        kills = group.oom_kills()
+        again = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+        result = again.wait(180)
+        assert {p.worker for p in result.partitions} == {big_id}
+        assert not [e for e in _slot_events(again, "started") if e["worker"] == small_id]
+        left = [e for e in _slot_events(again, "bounced") if f"worker {small_id} died of memory" in e["reason"]]
+        assert left, _slot_events(again, "bounced")
+        assert group.oom_kills() == kills
+        assert_snarkjs_accepts(result.partitions, CHAIN / "verification_key.json", tmp_path)

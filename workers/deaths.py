@@ -12,9 +12,11 @@ reason in the table gets its branch in `DeathWatch.explain`.
 
 from __future__ import annotations
 
+import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .exit_codes import ExitCode
 from .memory import CgroupMemory, innermost_group
@@ -83,16 +85,55 @@ class DeathWatch:
         return Death(EXITED, f"exited with status {rc}")
 
     def _oom_words(self) -> str:
-        """How the counters show an OOM kill since the start, or ""."""
+        """How the counters show an OOM kill since the start, or "" (oom_words)."""
+        return self.oom_words()
+
+    def oom_words(self, *, host_wide: bool = True) -> str:
+        """How the counters show an OOM kill since this watch was taken, or "". Without
+        `host_wide`, the host's counter (any process's OOM kill on this host) is read only
+        when this process has no memory group, whose own counter names its kills."""
         if self.group is not None:
             try:
                 kills = self.group.oom_kills()
             except OSError:     # the group went away
                 kills = self.group_kills
             if kills > self.group_kills:
-                limit = f"its limit of {self.limit >> 20} MiB" if self.limit else "its limit"
+                try:    # the limit now: it may have changed since the start
+                    now_limit = self.group.limit_bytes() or self.limit
+                except OSError:
+                    now_limit = self.limit
+                limit = f"its limit of {now_limit >> 20} MiB" if now_limit else "its limit"
                 return f"control group {self.group.path} at {limit}; OOM kills there {self.group_kills} -> {kills}"
+            if not host_wide:
+                return ""
         host = host_oom_kills()
         if host > self.host_kills:
             return f"the host ran out of memory; OOM kills on the host {self.host_kills} -> {host}"
         return ""
+
+
+class PoolWatch:
+    """From a worker's main process: its pool children (Celery's prefork pool, where partitions
+    are proved), and which of them the kernel's OOM killer took. The OOM killer picks the
+    process with the most memory, the pool child proving a partition too big for its limit;
+    Celery's main process survives it and forks a new child, so no supervisor sees a death.
+    `check`, called every heartbeat, names the children gone since the last call while the
+    OOM-kill counters of this process's memory group (or the host's) rose."""
+
+    def __init__(self, children: Callable[[], set[int]]):
+        self._children = children
+        self._watch = DeathWatch(os.getpid())
+        self._known = children()
+
+    def check(self) -> list[tuple[int, str]]:
+        """(pid, how the counters show it) of each pool child that died of memory since the
+        last call; the counters are read again from then on."""
+        now = self._children()
+        gone, self._known = self._known - now, now
+        if not gone:    # a kill counted before its process is gone is read when it is
+            return []
+        # Its group's counter only: on a shared host, another process's OOM kill must not make
+        # a child that ended otherwise (a SIGKILL, a restart) look like a death of memory.
+        words = self._watch.oom_words(host_wide=False)
+        self._watch = DeathWatch(os.getpid())      # the next kill is measured from here
+        return [(pid, words) for pid in sorted(gone)] if words else []

@@ -20,6 +20,13 @@ injected where the real fault happens, never after the check meant to catch it:
     corrupt              report corrupted proofs after the worker's own check (pi_c replaced by
                          pi_a: parses, never verifies): a worker that lies, or a corrupting
                          transport, which only finalize can catch
+    slow-load:SECONDS    sleep that long in every key load (a key not in the cache): a stand-in
+                         for a GPU's upload of a large key (seconds at 2^24), so that a bench
+                         or test with small keys sees what key loads cost there
+    alloc:MIB            allocate and touch MIB MiB inside each prove, beyond what the key's
+                         memory model (workers/key_needs.py) expects: a partition whose real
+                         memory exceeds the estimate, which the kernel's OOM killer ends in a
+                         worker with too small a memory limit
     fake-prove:SECONDS   BENCH ONLY (bench/one_redis, bench/cells): no proving. Each witness is proved for
                          real once per process; every later partition with the same witness
                          sleeps SECONDS (a stand-in for a GPU's proving time) and returns that
@@ -35,6 +42,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +59,8 @@ class Faults:
     hang_first: bool = False
     fake_prove_s: float = 0.0
     slow_record_s: float = 0.0
+    slow_load_s: float = 0.0
+    alloc_mib: int = 0
 
     @property
     def any(self) -> bool:
@@ -61,6 +71,20 @@ class Faults:
         seconds = self.slow_s + (self.slow_first_s if attempt == 1 else 0.0)
         if seconds > 0:
             stop.wait(seconds)
+
+    def load_delay(self) -> None:
+        """Sleeps as configured for each key load (slow-load)."""
+        if self.slow_load_s > 0:
+            time.sleep(self.slow_load_s)
+
+    def allocate(self):
+        """The alloc fault's memory, touched page by page so that it is really resident
+        (returned: the caller holds it for the prove); None without the fault."""
+        if not self.alloc_mib:
+            return None
+        block = np.empty(self.alloc_mib << 20, dtype=np.uint8)
+        block[::4096] = 1
+        return block
 
     def wrong_msm(self, n_points: int) -> bool:
         """Whether this build's G1 MSM of `n_points` points comes out wrong."""
@@ -138,6 +162,12 @@ def parse(spec: str | None) -> Faults:
             kw["slow_first_s"] = float(arg)
         elif name == "slow-record":
             kw["slow_record_s"] = float(arg)
+        elif name == "slow-load":
+            kw["slow_load_s"] = float(arg)
+        elif name == "alloc":
+            if not arg.isdigit():
+                raise ValueError(f"bad fault {item!r} in ZKQUEUE_FAULT (alloc:MIB, a whole number of MiB)")
+            kw["alloc_mib"] = int(arg)
         elif name == "msm-wrong" and arg:
             key, _, value = arg.partition("=")
             if key != "above" or not value.isdigit():
@@ -147,6 +177,6 @@ def parse(spec: str | None) -> Faults:
             kw[flags[name]] = True
         else:
             raise ValueError(f"unknown fault {item!r} in ZKQUEUE_FAULT "
-                             f"(slow:S, slow-first:S, slow-record:S, fake-prove:S, {', '.join(flags)})")
+                             f"(slow:S, slow-first:S, slow-record:S, slow-load:S, alloc:MIB, fake-prove:S, {', '.join(flags)})")
     return Faults(**kw)
 

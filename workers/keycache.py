@@ -25,6 +25,11 @@ class KeyCache:
         with self._lock:
             return self.budget_bytes - self.used_bytes
 
+    def held(self) -> list[str]:
+        """The keys (sha256) held now."""
+        with self._lock:
+            return list(self._items)
+
     def contains(self, sha: str) -> bool:
         with self._lock:
             return sha in self._items

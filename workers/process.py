@@ -26,6 +26,7 @@ from typing import Callable
 from zkqueue.config import ConfigError, ProcessSettings, Settings
 
 from .consumer_watch import ConsumerWatch
+from .deaths import PoolWatch
 from .heartbeat import Heartbeat
 
 log = logging.getLogger("zkqueue.worker")
@@ -120,6 +121,24 @@ def touch_alive(path: str) -> None:
         os.replace(tmp, path)
 
 
+def pool_children() -> set[int]:
+    """The pids of this process's live children (Celery's pool): a killed one not reaped yet
+    (a zombie) counts as gone."""
+    import psutil
+    out = set()
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return out
+    for c in children:
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE:
+                out.add(c.pid)
+        except psutil.Error:
+            pass
+    return out
+
+
 def connected_holding_no_task(consumer) -> bool:
     """Celery's consumer (in this process) holds a broker connection, which it gives up while
     it reconnects, and no message of this worker's is reserved, running or scheduled."""
@@ -137,6 +156,7 @@ class QueueLink:
     leave: Callable[[], None]                        # take this worker out of the registry
     waiting: Callable[[], int]                       # messages waiting on the queues it consumes
     start_reaper: Callable[[], Callable[[], None]]   # start the reaper thread; returns its stop
+    died_of_memory: Callable[[int, str], None]       # a pool child (pid) was OOM-killed (how the counters say)
 
 
 class WorkerRuntime:
@@ -161,6 +181,7 @@ class WorkerRuntime:
         self.idle_used_bytes: int | None = None     # the memory in use when it became ready
         self.supervisor_watch: SupervisorWatch | None = None
         self.consumer_watch: ConsumerWatch | None = None
+        self.pool_watch: PoolWatch | None = None
 
     def connect_signals(self) -> None:
         """Hands this runtime to Celery: call before the worker starts."""
@@ -213,6 +234,9 @@ class WorkerRuntime:
         # ... and its own consumer: one that stopped taking work is replaced the same way.
         self.consumer_watch = ConsumerWatch(idle=lambda: connected_holding_no_task(sender), waiting=queue.waiting,
                                             stall_s=self.settings.consumer_stall_s, stop=stop_warm)
+        # ... and its pool children: one the OOM killer took is reported (the queue refunds the
+        # attempt it was making and keeps its key from this worker).
+        self.pool_watch = PoolWatch(pool_children)
         self.alive = Heartbeat(self.alive_beat, dict, self.settings.heartbeat_interval_s)
         self.alive.start()
         self.stop_reaper = queue.start_reaper()
@@ -225,6 +249,13 @@ class WorkerRuntime:
         if self.supervisor_watch:
             self.supervisor_watch.check()
         self.consumer_watch.check()
+        for pid, how in self.pool_watch.check():
+            log.error("worker %s: its pool child (pid %d) died of memory: killed by the kernel's OOM killer (%s)",
+                      self.worker_id, pid, how)
+            try:
+                self.queue.died_of_memory(pid, how)
+            except Exception as exc:  # noqa: BLE001 - Redis down: the reaper requeues it (an attempt spent)
+                log.warning("cannot report the OOM kill of pid %d: %s", pid, exc)
 
     def on_shutdown(self, **_) -> None:
         """Celery is stopping: stop the threads and leave the registry (nothing, if never ready)."""

@@ -149,6 +149,7 @@ class PartitionProver:
         from zkqueue.groth16.formats.zkey import read_zkey
 
         def load():
+            self.faults.load_delay()
             p = path()
             key = read_zkey(p)
             backend = self.backend(key.curve)
@@ -344,10 +345,13 @@ class PartitionProver:
         prover.check_inputs(key, witness)
         backend = AttemptBackend(self.backend(key.curve), stop, self.faults, attempt)
         t0 = time.perf_counter()
+        extra = self.faults.allocate()    # the alloc fault: memory the key's model did not expect
         try:
             result = prover.prove(key, witness, backend, self_check=False)
         except Stopped:
             return None
+        finally:
+            del extra
         prove_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         valid = verifier.verify(key.verification_key, result.proof, result.public_signals)

@@ -110,6 +110,12 @@ FLEET_VARS = (
     Var("result_ttl_s", float, 7 * 24 * 3600.0, FLEET, "how long a finished job's record and proofs stay in Redis"),
     Var("max_bounces", int, 60, FLEET,
         "re-routes of a partition without an attempt spent (to another worker) before it is given up"),
+    Var("key_affinity", bool, True, FLEET,
+        "a partition goes first to a worker that holds its key loaded and is free soon enough (`0`: to "
+        "whichever worker takes the shared queue first)"),
+    Var("affinity_wait_s", float, 30.0, FLEET,
+        "a partition handed to a worker that holds its key, not taken within this long, goes back to the "
+        "shared queue"),
     Var("queued_check_s", float, 30.0, FLEET,
         "a queued partition's message is checked for this often, and sent again if the broker lost it"),
     Var("orphan_grace_s", float, 3.0, FLEET,

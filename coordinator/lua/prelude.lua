@@ -191,6 +191,7 @@ local function resend_slot(s, route)
   local newtok = redis.call('HINCRBY', key, 'token', 1)
   move(s, 'sending')
   redis.call('HSET', key, 'routed_to', route, 'enqueued_at', now_s)
+  redis.call('HDEL', key, 'affinity')   -- reroute.lua sets it again for a hand-on by key affinity
   deadline_at(m, now + S.send_grace_s)
   if route ~= '' then redis.call('ZADD', K.routed, now, m) else redis.call('ZREM', K.routed, m) end
   return newtok

@@ -1,8 +1,10 @@
 -- reroute.lua: a slot goes to another worker without an attempt spent: the worker that took
 -- it is excluded from it or quarantined, the worker it was routed to is gone, or a parked
--- slot has an eligible worker again. It counts a bounce (a guard against a slot circling
+-- slot has an eligible worker again, or a worker that holds its key loaded is free soon
+-- (affinity = true: marked so, the reaper sends it back to the shared queue if that worker
+-- does not take it within affinity_wait_s). It counts a bounce (a guard against a slot circling
 -- for ever); past max_bounces it is given up. The caller sends the message.
--- args: token states event reason route
+-- args: token states event reason route affinity
 -- settings: max_bounces
 -- states: those the slot may be in (space separated); route: a worker's own queue ('' =
 -- the shared one).
@@ -18,5 +20,6 @@ if redis.call('HINCRBY', K.slot, 'bounces', 1) > S.max_bounces then
 end
 redis.call('HDEL', K.slot, 'parked_since', 'parked_reason')
 local newtok = resend_slot(slot, A.route)
+if A.affinity then redis.call('HSET', K.slot, 'affinity', '1') end
 redis.call('PUBLISH', channel, 'requeued')
 return {'send', tostring(newtok)}
