@@ -265,3 +265,48 @@ def test_small_chunks_give_the_same_key(snarkjs_keys, tmp_path, monkeypatch):
     out = tmp_path / "small.zkey"
     zkey_new.new_zkey(str(FIXTURES / "bn128_poseidon_10" / "circuit.r1cs"), str(ptau("bn128")), str(out), threads=2)
     assert sha256(out) == sha256(snarkjs_keys["bn128_poseidon_10"])
+
+
+R = {"bn128": 0x30644E72E131A029B85045B68181585D2833E84879B9709143E1F593F0000001,
+     "bls12381": 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001}
+
+
+def handmade_r1cs(path: Path, curve: str) -> None:
+    """A .r1cs (1 public input, 19 private wires) whose sums make the batch-affine chains of
+    kernels/cpu/setup.cpp meet their special cases: a signal with the same term twice (an
+    addition of a point to itself: the doubling), one whose two terms cancel (k P + (r - k) P:
+    infinity, then more additions to it), a base point used by 5 terms (a shared width-7
+    table), by 16 (width 8) and by one (a term's own table), and +-1 coefficients among them."""
+    import struct
+    r = R[curve]
+    k = r // 3 + 12345
+    ks = {s: (s * 0x9E3779B97F4A7C15F39CC0605CEDC8341082276BF3A27251F86C6A11D0C18E95) % r for s in range(20)}
+    constraints = [
+        ([(2, k), (2, k), (3, k), (3, r - k), (4, k)], [(0, 1)], [(5, 1)]),
+        ([(s, ks[s]) for s in range(2, 18)], [(1, 1)], [(6, k)]),
+        ([(2, k), (18, r - 1)], [(2, r - 1)], [(7, k), (7, k)]),
+        ([(8, ks[8])], [(9, k)], [(10, 1)]),
+        ([(11, ks[11])], [(9, ks[3])], [(19, r - k)]),
+    ]
+
+    def lc(terms):
+        return struct.pack("<I", len(terms)) + b"".join(struct.pack("<I", w) + c.to_bytes(32, "little")
+                                                        for w, c in terms)
+    n_wires = 20
+    header = (struct.pack("<I", 32) + r.to_bytes(32, "little")
+              + struct.pack("<4IQI", n_wires, 0, 1, n_wires - 2, n_wires, len(constraints)))
+    body = b"".join(lc(a) + lc(b) + lc(c) for a, b, c in constraints)
+    labels = b"".join(struct.pack("<Q", i) for i in range(n_wires))
+    sections = b"".join(struct.pack("<IQ", t, len(d)) + d for t, d in ((1, header), (2, body), (3, labels)))
+    path.write_bytes(b"r1cs" + struct.pack("<II", 1, 3) + sections)
+
+
+@pytest.mark.parametrize("curve", ["bn128", "bls12381"])
+def test_sums_that_meet_doublings_and_infinity(curve, tmp_path):
+    r1cs = tmp_path / "handmade.r1cs"
+    handmade_r1cs(r1cs, curve)
+    theirs, mine = tmp_path / "snarkjs.zkey", tmp_path / "mine.zkey"
+    snarkjs("zkey", "new", r1cs, ptau(curve), theirs)
+    proc = zkqueue_program("zkey", "new", r1cs, ptau(curve), mine)
+    assert proc.returncode == 0, proc.stderr
+    assert sha256(mine) == sha256(theirs)

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <vector>
+#include <unordered_map>
+#include <sys/mman.h>
 
 #include "glv.hpp"
 #include "zkq.hpp"
@@ -167,12 +169,12 @@ int r1cs_fill(const uint8_t* sec, uint64_t len, int n8, uint32_t c_begin, uint32
     return ZKQ_OK;
 }
 
-// Width-w NAF of k (4 words, k < 2^255): digits d[0..len) (odd or zero, |d| < 2^(w-1));
-// returns len.
-int wnaf(const uint64_t* kin, int8_t* d) {
+// Width-w NAF of k (4 words, k < 2^255; w <= 8): digits d[0..len) (odd or zero,
+// |d| < 2^(w-1)); returns len.
+int wnaf(const uint64_t* kin, int8_t* d, int w = WNAF_W) {
     uint64_t k[5] = {kin[0], kin[1], kin[2], kin[3], 0};
     int len = 0;
-    const int64_t full = 1 << WNAF_W, half = 1 << (WNAF_W - 1);
+    const int64_t full = int64_t(1) << w, half = int64_t(1) << (w - 1);
     while (k[0] | k[1] | k[2] | k[3] | k[4]) {
         int64_t digit = 0;
         if (k[0] & 1) {
@@ -353,6 +355,345 @@ struct Straus {
     }
 };
 
+// dst[i] = p[i] + q[i] for n affine pairs, all with ONE field inversion (Montgomery's
+// trick): ~6 products per addition where a mixed Jacobian addition costs ~11. Every case is
+// handled: p or q at infinity (a copy), p == q (the doubling, lambda = 3x^2 / 2y), p == -q
+// (infinity). dst may alias p.
+// A fixed-capacity array on transparent huge pages where the kernel allows them (madvise
+// mode): the batch Straus reads its tables at random, and with 4 KiB pages most of those
+// reads also miss the TLB.
+template <class T>
+struct HugeArray {
+    T* p = nullptr;
+    size_t n = 0, cap = 0, bytes = 0;
+    HugeArray() = default;
+    HugeArray(const HugeArray&) = delete;
+    HugeArray& operator=(const HugeArray&) = delete;
+    ~HugeArray() { if (p) munmap(p, bytes); }
+    void reserve(size_t c) {
+        if (c <= cap) return;
+        constexpr size_t HUGE = size_t(2) << 20;
+        const size_t want = (c * sizeof(T) + HUGE - 1) / HUGE * HUGE;
+        void* m = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) throw std::bad_alloc();
+        madvise(m, want, MADV_HUGEPAGE);   // advice only: plain pages where it is refused
+        if (p) { std::memcpy(m, p, n * sizeof(T)); munmap(p, bytes); }
+        p = static_cast<T*>(m);
+        bytes = want;
+        cap = want / sizeof(T);
+    }
+    void clear() { n = 0; }
+    size_t size() const { return n; }
+    void resize(size_t k) {
+        if (k > cap) reserve(std::max(k, 2 * cap));
+        n = k;
+    }
+    T& operator[](size_t i) { return p[i]; }
+    const T& operator[](size_t i) const { return p[i]; }
+};
+
+template <class F>
+struct BatchAdder {
+    enum Kind : uint8_t { ADD, DBL, COPY_P, COPY_Q, INF };
+    std::vector<F> den, pref;
+    std::vector<Kind> kind;
+
+    void run(size_t n, const Affine<F>* p, const Affine<F>* q, Affine<F>* dst) {
+        if (!n) return;
+        den.resize(n);
+        pref.resize(n);
+        kind.resize(n);
+        F prod = F::one();
+        for (size_t i = 0; i < n; i++) {
+            Kind k;
+            if (p[i].is_inf()) k = COPY_Q;
+            else if (q[i].is_inf()) k = COPY_P;
+            else if (p[i].x != q[i].x) k = ADD;
+            else if (p[i].y == q[i].y && !p[i].y.is_zero()) k = DBL;
+            else k = INF;
+            kind[i] = k;
+            den[i] = k == ADD ? q[i].x - p[i].x : k == DBL ? p[i].y.dbl() : F::one();
+            pref[i] = prod;
+            prod = prod * den[i];
+        }
+        F inv = field_inv(prod);
+        for (size_t i = n; i-- > 0;) {
+            const F di = inv * pref[i];
+            inv = inv * den[i];
+            const Affine<F>& a = p[i];
+            const Affine<F>& b = q[i];
+            switch (kind[i]) {
+                case ADD: {
+                    const F lam = (b.y - a.y) * di;
+                    const F x3 = lam.sqr() - a.x - b.x;
+                    dst[i] = Affine<F>{x3, lam * (a.x - x3) - a.y};
+                    break;
+                }
+                case DBL: {
+                    const F xx = a.x.sqr();
+                    const F lam = (xx.dbl() + xx) * di;
+                    const F x3 = lam.sqr() - a.x.dbl();
+                    dst[i] = Affine<F>{x3, lam * (a.x - x3) - a.y};
+                    break;
+                }
+                case COPY_P: dst[i] = a; break;
+                case COPY_Q: dst[i] = b; break;
+                default: dst[i] = Affine<F>::infinity(); break;
+            }
+        }
+    }
+};
+
+// Straus with GLV and wNAF (as struct Straus) over many signals at once, in affine
+// coordinates: every step of every signal's chain (a doubling or the addition of one digit's
+// odd multiple) is one affine addition, and the steps of up to SLOTS signals in flight go
+// through one BatchAdder call, i.e. share one field inversion. A signal's chain is its digit
+// events sorted by bit, high to low; a slot that finishes takes the block's next signal, so
+// the batches stay full.
+//
+// Odd-multiple tables: a base point that several terms of the block use (a Lagrange point
+// of a constraint with many terms: Poseidon's linear layers) gets ONE table, wider (w = 7 or
+// 8: 32 or 64 multiples, fewer additions per term), shared by those terms; any other term
+// gets its own width-5 table (8 multiples). All tables are made together, batch-affine.
+template <int CURVE, class F>
+struct BatchStraus {
+    static constexpr size_t SLOTS = 4096;
+    static constexpr int MAX_BITS = 136;          // wNAF digits of a GLV half (< 2^128)
+    static constexpr uint32_t SHARE_MIN = 3;      // uses of a base from which it gets a shared table
+    static constexpr uint32_t SHARE_WIDE = 12;    // ... from which that table is width 8, not 7
+    struct Event {
+        uint32_t entry;  // index into tab
+        uint8_t bit;
+        uint8_t flags;   // 1: phi, 2: negate
+    };
+    struct Slot {
+        uint32_t row;
+        uint32_t e, e_end;
+        int b;
+        Affine<F> acc;
+    };
+    struct Term {
+        const uint64_t* base;   // affine LEM words in the caller's (unaligned) mapping
+        uint64_t k[4];   // at most (r - 1) / 2
+        bool neg;        // the term is -k * base
+    };
+    struct BaseUse {
+        uint32_t count;
+        uint32_t table;  // index into tables, or NONE
+    };
+    struct Table {
+        uint32_t start;  // first point in tab
+        uint32_t size;   // odd multiples
+    };
+    static constexpr uint32_t NONE = ~uint32_t(0);
+    typename BaseOf<F>::type beta = glv_beta<CURVE, F>();
+    HugeArray<Affine<F>> tab;   // odd multiples: random reads, so 2 MiB pages
+    std::vector<Affine<F>> two, pa, qa;
+    std::vector<Event> ev, row_ev;
+    std::vector<uint32_t> ev_start, term_start;
+    std::vector<Term> terms;
+    std::vector<Table> tables;
+    std::unordered_map<const uint64_t*, BaseUse> uses;
+    std::vector<Jacobian<F>> pm1;
+    std::vector<Slot> slots;
+    std::vector<uint32_t> live, idx;
+    BatchAdder<F> adder;
+
+    void begin(size_t rows) {
+        terms.clear();
+        term_start.assign(1, 0);
+        pm1.assign(rows, Jacobian<F>::infinity());
+    }
+
+    // Adds the term k * base to the current (last begun) row (k: 4 words, < r).
+    template <class Fr>
+    void add(const uint64_t* kin, const uint64_t* base) {
+        Term t{base, {kin[0], kin[1], kin[2], kin[3]}, false};
+        const Affine<F> P = load_point<F>(base);
+        if (P.is_inf() || !(t.k[0] | t.k[1] | t.k[2] | t.k[3])) return;
+        if (above_half<Fr>(t.k)) { neg_mod_r<Fr>(t.k); t.neg = true; }
+        if (t.k[0] == 1 && !(t.k[1] | t.k[2] | t.k[3])) {
+            const size_t row = term_start.size() - 1;
+            pm1[row] = jac_madd(pm1[row], t.neg ? -P : P);
+            return;
+        }
+        terms.push_back(t);
+    }
+
+    void end_row() { term_start.push_back((uint32_t)terms.size()); }
+
+    uint32_t new_table(const uint64_t* base, int w) {
+        const uint32_t start = (uint32_t)tab.size(), size = 1u << (w - 2);
+        tab.resize(start + size);
+        tab[start] = load_point<F>(base);
+        tables.push_back(Table{start, size});
+        return (uint32_t)tables.size() - 1;
+    }
+
+    // Tables and digit events of every term added since begin().
+    void prepare() {
+        uses.clear();
+        for (const Term& t : terms) {
+            auto it = uses.try_emplace(t.base, BaseUse{0, NONE}).first;
+            it->second.count++;
+        }
+        tab.clear();
+        tables.clear();
+        ev.clear();
+        ev_start.assign(1, 0);
+        const size_t rows = term_start.size() - 1;
+        for (size_t r = 0; r < rows; r++) {
+            for (uint32_t i = term_start[r]; i < term_start[r + 1]; i++) {
+                const Term& t = terms[i];
+                BaseUse& u = uses.find(t.base)->second;
+                int w = WNAF_W;
+                uint32_t tb;
+                if (u.count >= SHARE_MIN) {
+                    w = u.count >= SHARE_WIDE ? 8 : 7;
+                    if (u.table == NONE) u.table = new_table(t.base, w);
+                    tb = u.table;
+                } else {
+                    tb = new_table(t.base, w);
+                }
+                const uint32_t start = tables[tb].start;
+                GlvHalf h[2] = {};
+                if (!glv_decompose<CURVE>(t.k, h[0], h[1])) throw std::runtime_error("GLV decomposition out of bounds");
+                for (int j = 0; j < 2; j++) {
+                    if (!(h[j].mag[0] | h[j].mag[1])) continue;
+                    const uint64_t m[4] = {h[j].mag[0], h[j].mag[1], 0, 0};
+                    int8_t d[MAX_BITS];
+                    const int len = wnaf(m, d, w);
+                    const bool neg = h[j].neg != t.neg;
+                    for (int b = 0; b < len; b++) {
+                        if (!d[b]) continue;
+                        const int dg = d[b];
+                        row_ev.push_back(Event{start + (uint32_t)((dg > 0 ? dg : -dg) >> 1), (uint8_t)b,
+                                               (uint8_t)((j == 1 ? 1 : 0) | (((dg < 0) != neg) ? 2 : 0))});
+                    }
+                }
+            }
+            // the row's events, high bits first (a counting sort by bit)
+            uint32_t at[MAX_BITS + 1] = {};
+            for (const Event& e : row_ev) at[MAX_BITS - e.bit]++;
+            for (int b = 1; b <= MAX_BITS; b++) at[b] += at[b - 1];
+            const size_t base = ev.size();
+            ev.resize(base + row_ev.size());
+            for (const Event& e : row_ev) ev[base + at[MAX_BITS - 1 - e.bit]++] = e;
+            row_ev.clear();
+            ev_start.push_back((uint32_t)ev.size());
+        }
+    }
+
+    Affine<F> point(const Event& e) const {
+        Affine<F> q = tab[e.entry];
+        if ((e.flags & 1) && !q.is_inf()) q.x = q.x * beta;
+        if (e.flags & 2) q = -q;
+        return q;
+    }
+
+    // The odd multiples P, 3P, 5P, ... of every table: 2P, then rounds of + 2P.
+    void build_tables() {
+        const size_t n = tables.size();
+        if (!n) return;
+        pa.resize(n);
+        two.resize(n);
+        uint32_t most = 0;
+        for (size_t i = 0; i < n; i++) {
+            pa[i] = tab[tables[i].start];
+            most = std::max(most, tables[i].size);
+        }
+        adder.run(n, pa.data(), pa.data(), two.data());
+        for (uint32_t j = 1; j < most; j++) {
+            pa.clear();
+            qa.clear();
+            idx.clear();
+            for (size_t i = 0; i < n; i++) {
+                if (tables[i].size <= j) continue;
+                idx.push_back((uint32_t)i);
+                pa.push_back(tab[tables[i].start + j - 1]);
+                qa.push_back(two[i]);
+            }
+            adder.run(idx.size(), pa.data(), qa.data(), pa.data());
+            for (size_t m = 0; m < idx.size(); m++) tab[tables[idx[m]].start + j] = pa[m];
+        }
+    }
+
+    // The slot's next step: 0 done, 1 doubling (q = acc), 2 addition of q. Additions to
+    // infinity and doublings of it are free, so they are done here.
+    int next(Slot& s, Affine<F>& q) const {
+        for (;;) {
+            if (s.e < s.e_end && ev[s.e].bit == s.b) {
+                q = point(ev[s.e++]);
+                // The slots' tables together outgrow the caches: fetch this slot's next
+                // point (and its later events) while the other slots take their turn.
+                if (s.e < s.e_end) __builtin_prefetch(&tab[ev[s.e].entry]);
+                __builtin_prefetch(&ev[s.e] + 16);
+                if (s.acc.is_inf()) { s.acc = q; continue; }
+                return 2;
+            }
+            if (s.b == 0) return 0;
+            s.b--;
+            if (s.acc.is_inf()) continue;
+            q = s.acc;
+            return 1;
+        }
+    }
+
+    bool load(Slot& s, uint32_t row) const {
+        s.row = row;
+        s.e = ev_start[row];
+        s.e_end = ev_start[row + 1];
+        s.acc = Affine<F>::infinity();
+        s.b = s.e < s.e_end ? ev[s.e].bit : 0;
+        return s.e < s.e_end;
+    }
+
+    // Every row's sum into res (Jacobian, the +-1 terms included).
+    void run(std::vector<Jacobian<F>>& res) {
+        const uint32_t rows = (uint32_t)(term_start.size() - 1);
+        prepare();
+        build_tables();
+        res.assign(rows, Jacobian<F>::infinity());
+        uint32_t next_row = 0;
+        slots.resize(std::min<size_t>(SLOTS, rows));
+        live.clear();
+        for (size_t k = 0; k < slots.size(); k++) live.push_back((uint32_t)k);
+        bool fresh_start = true;
+        while (!live.empty()) {
+            pa.clear();
+            qa.clear();
+            idx.clear();
+            size_t keep = 0;
+            for (size_t li = 0; li < live.size(); li++) {
+                Slot& s = slots[live[li]];
+                Affine<F> q;
+                int op = 0;
+                bool has = !fresh_start;
+                for (;;) {
+                    if (has) {
+                        op = next(s, q);
+                        if (op) break;
+                        res[s.row] = jac_madd(pm1[s.row], s.acc);
+                        has = false;
+                    }
+                    if (next_row >= rows) break;
+                    has = load(s, next_row++);
+                    if (!has) res[s.row] = pm1[s.row];
+                }
+                if (!op) continue;   // no rows left for this slot
+                live[keep++] = live[li];
+                idx.push_back(live[li]);
+                pa.push_back(s.acc);
+                qa.push_back(q);
+            }
+            fresh_start = false;
+            live.resize(keep);
+            adder.run(idx.size(), pa.data(), qa.data(), pa.data());
+            for (size_t j = 0; j < idx.size(); j++) slots[idx[j]].acc = pa[j];
+        }
+    }
+};
+
 template <class F, class Fr>
 struct Combiner {
     const Part* parts;
@@ -373,19 +714,17 @@ struct Combiner {
         else load_coef(coefs + off, n8, k);
     }
 
-    // The signal's sum: every term into one Straus batch.
+    // Every term of signal s into the batch's current row.
     template <int CURVE>
-    Jacobian<F> row(uint64_t s, Straus<CURVE, F>& st) const {
-        st.clear();
+    void row_terms_into(uint64_t s, BatchStraus<CURVE, F>& st) const {
         for (int p = 0; p < nparts; p++) {
             const Part& pt = parts[p];
             for (int64_t t = pt.rowstart[s]; t < pt.rowstart[s + 1]; t++) {
                 uint64_t k[4];
                 coef_of(pt.term_k[t], k);
-                st.template add<Fr>(k, load_point<F>(pt.bases + (size_t)pt.term_c[t] * (sizeof(Affine<F>) / 8)));
+                st.template add<Fr>(k, pt.bases + (size_t)pt.term_c[t] * (sizeof(Affine<F>) / 8));
             }
         }
-        return st.sum();
     }
 };
 
@@ -424,19 +763,32 @@ int combine(int group, int nparts, const uint64_t* part_words, const uint8_t* co
                                   : zkq_msm_g2(C, pts.data(), sc.data(), m, out + i * PW, threads);
         if (rc != ZKQ_OK) return rc;
     }
-    // The rest in blocks, handed out to the threads as they come free.
-    constexpr uint64_t BLOCK = 256;
-    const uint64_t nblocks = (nrows + BLOCK - 1) / BLOCK;
+    // The rest in blocks of whole signals (about BLOCK_TERMS terms, at most BLOCK_ROWS
+    // signals: their odd-multiple tables stay a few MiB per thread), handed out to the
+    // threads as they come free.
+    constexpr size_t BLOCK_TERMS = (size_t(2) << 20) / sizeof(Affine<F>), BLOCK_ROWS = 4096;
+    std::vector<uint64_t> bounds{0};
+    for (uint64_t i = 0, terms = 0; i < nrows; i++) {
+        terms += big[i] ? 0 : cb.row_terms(s_begin + i);
+        if (terms >= BLOCK_TERMS || i + 1 - bounds.back() >= BLOCK_ROWS || i + 1 == nrows) {
+            bounds.push_back(i + 1);
+            terms = 0;
+        }
+    }
+    const uint64_t nblocks = bounds.size() - 1;
     std::atomic<uint64_t> next{0};
     parallel_for(threads, (size_t)threads, [&](size_t, size_t, int) {
-        Straus<C, F> st;
+        BatchStraus<C, F> st;
         std::vector<Jacobian<F>> res;
         std::vector<uint64_t> tmp;
         for (uint64_t b; (b = next.fetch_add(1)) < nblocks;) {
-            const uint64_t lo = b * BLOCK, hi = std::min(nrows, lo + BLOCK);
-            res.assign(hi - lo, Jacobian<F>::infinity());
-            for (uint64_t i = lo; i < hi; i++)
-                if (!big[i]) res[i - lo] = cb.template row<C>(s_begin + i, st);
+            const uint64_t lo = bounds[b], hi = bounds[b + 1];
+            st.begin(hi - lo);
+            for (uint64_t i = lo; i < hi; i++) {
+                if (!big[i]) cb.template row_terms_into<C>(s_begin + i, st);
+                st.end_row();
+            }
+            st.run(res);
             tmp.resize((hi - lo) * PW);
             store_affine(res, tmp.data());
             for (uint64_t i = lo; i < hi; i++)
