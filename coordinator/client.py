@@ -15,6 +15,7 @@ from . import keys
 from .errors import BadRequest, JobCancelled, JobFailed, JobLost, JobNotFound, WaitTimeout
 from .jobs import (JobProgress, JobResult, JobState, JobStatus, PartitionFailure, PartitionResult,
                    PartitionStatus, Priority, SlotState)
+from .claims import BATCHED_MAX_DOMAIN
 from .keys import FINALIZE_SLOT
 from .scheduler import Scheduler
 from zkqueue.config import Settings
@@ -193,10 +194,14 @@ class Client:
             return existing
         if key_shape:
             self.scheduler.record_key_shape(zkey_sha, key_shape)
+        # A small key's partitions go in batches (one message each, claimed in one transition);
+        # a key of unknown size, one by one.
+        small = bool(key_shape) and int(key_shape.get("domain_size", BATCHED_MAX_DOMAIN + 1)) <= BATCHED_MAX_DOMAIN
         out = self.scheduler.submit(uuid.uuid4().hex, request_id=request_id, priority=priority, zkey_sha=zkey_sha,
                                     witnesses=list(witnesses or []), inputs=list(inputs or []),
                                     wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "",
-                                    r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing)
+                                    r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing,
+                                    batch=self.settings.submit_batch if small else 1)
         return Job(self, out.job_id)
 
     def job(self, job_id: str) -> "Job":

@@ -182,6 +182,7 @@ class Reaper:
         """
         now = time.monotonic()
         seen, acted = {}, 0
+        dropped: set[str] = set()     # tags whose unacknowledged copy a resend dropped already
         for tag, (job_id, slot, token) in unacked_slots(self.s.r):
             first = seen[tag] = self._unacked_seen.get(tag, now)
             if now - first < self.s.settings.orphan_grace_s:
@@ -189,11 +190,15 @@ class Reaper:
             state, current = self.s.r.hmget(keys.slot(job_id, slot), "state", "token")
             if state != b"queued" or current is None or int(current) != token:
                 continue      # claimed (the slot's own deadlines cover it now), or a stale copy
-            if self.s.resend(job_id, slot, token, orphan_tag=tag):
+            # A prove_batch message stands for several slots under one tag: the first resend
+            # drops its copy, the others are sent again as messages lost.
+            if self.s.resend(job_id, slot, token, orphan_tag="" if tag in dropped else tag):
                 log.warning("job %s %s: its message was taken by a worker that died before starting it; "
                             "sent it again", job_id, what(slot))
-                seen.pop(tag)
+                dropped.add(tag)
                 acted += 1
+        for tag in dropped:
+            seen.pop(tag, None)
         self._unacked_seen = seen
         return acted
 

@@ -101,15 +101,27 @@ class Scheduler:
         self._send_message(job_id, str(slot), token, route_to=route_to, priority=priority)
         self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=[[str(slot), token]])
 
-    def send_all(self, job_id: str, slots, token: int, *, priority: int) -> None:
+    def send_all(self, job_id: str, slots, token: int, *, priority: int, batch: int = 1) -> None:
         """Sends the message of each of `slots` (all under `token`), then marks them queued
         MARK_CHUNK at a time: one transition per chunk rather than one per slot. A crash
         before a chunk is marked leaves its slots `sending`, and the reaper sends them again
-        (a duplicate message is stale or finds its slot busy)."""
+        (a duplicate message is stale or finds its slot busy).
+
+        `batch` > 1 (partitions only, consecutive indices): one prove_batch message per
+        `batch` partitions rather than one per partition; its worker claims them in one
+        transition (claim_batch.lua's range mode)."""
+        slots = [str(slot) for slot in slots]
+        if batch > 1 and any(keys.slot_kind(slot) != "prove" for slot in slots):
+            raise ValueError("only partitions are sent in batches")
         chunk: list[list] = []
-        for slot in slots:
-            self._send_message(job_id, str(slot), token, priority=priority)
-            chunk.append([str(slot), token])
+        step = max(1, batch)
+        for at in range(0, len(slots), step):
+            group = slots[at:at + step]
+            if len(group) > 1:
+                self.sender.send_batch(job_id, int(group[0]), len(group), token, priority=priority)
+            else:
+                self._send_message(job_id, group[0], token, priority=priority)
+            chunk.extend([slot, token] for slot in group)
             if len(chunk) >= MARK_CHUNK:
                 self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=chunk)
                 chunk = []
@@ -156,11 +168,11 @@ class Scheduler:
 
     def submit(self, job_id: str, *, request_id: str | None, priority: Priority, zkey_sha: str,
                witnesses: list[tuple[str, str]] = (), inputs: list[tuple[str, str]] = (), wasm_sha: str = "",
-               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False) -> Submitted:
+               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False, batch: int = 1) -> Submitted:
         """Creates the job and sends its first messages: one per partition (`witnesses`:
-        (sha256, file name) pairs), or with `inputs` (the same pairs of input JSON) one
-        witness to compute per partition. Returns the job created, or the earlier job of
-        `request_id` (created False)."""
+        (sha256, file name) pairs; `batch` > 1: one per `batch` consecutive partitions), or
+        with `inputs` (the same pairs of input JSON) one witness to compute per partition.
+        Returns the job created, or the earlier job of `request_id` (created False)."""
         out = self.transitions.run("submit", job_id, FINALIZE_SLOT, request_id=request_id or "",
                                    priority=priority.value, zkey=zkey_sha,
                                    witnesses=[{"sha": sha, "name": name} for sha, name in witnesses],
@@ -170,7 +182,7 @@ class Scheduler:
         submitted = Submitted(out.detail[0], created=out.kind == "created")
         if submitted.created:
             first = [keys.synth_slot(i) for i in range(len(inputs))] if inputs else range(len(witnesses))
-            self.send_all(job_id, first, 1, priority=priority.broker_priority)
+            self.send_all(job_id, first, 1, priority=priority.broker_priority, batch=1 if inputs else batch)
         return submitted
 
     def record_key_shape(self, zkey_sha: str, shape: dict) -> None:
@@ -206,14 +218,17 @@ class Scheduler:
         return _reply(out)
 
     def claim_batch(self, job_id: str, index: int, token: int, worker: str, pid: int, *, max_batch: int,
-                    fingerprint_id: str = "", run_s: float | None = None) -> BatchClaim:
+                    fingerprint_id: str = "", run_s: float | None = None, count: int = 0) -> BatchClaim:
         """Starts attempts on partition `index` (under `token`, as claim() would) and on up to
         `max_batch` - 1 queued partitions of the same job after it, each under its own token
         (coordinator/lua/claim_batch.lua). Every member's attempt is overdue after `run_s`
-        (the whole batch's time; default: the configured partition timeout)."""
+        (the whole batch's time; default: the configured partition timeout).
+
+        `count` > 0 (a prove_batch message): partitions index .. index + count - 1 instead,
+        each one still waiting under `token` (kind "none" when no member could be taken)."""
         out = self._run("claim_batch", job_id, index, token=token, worker=worker, pid=pid,
                         fingerprint=fingerprint_id, max_batch=max(1, int(max_batch)),
-                        scan=BATCH_SCAN_FACTOR * max(1, int(max_batch)),
+                        scan=BATCH_SCAN_FACTOR * max(1, int(max_batch)), count=max(0, int(count)),
                         run_s=self.settings.partition_timeout_s if run_s is None else run_s)
         return BatchClaim.from_reply(out.kind, out.detail)
 
@@ -249,6 +264,34 @@ class Scheduler:
             # strike.lua answers a bare list of the fingerprints it quarantined (maybe empty).
             quarantined = (struck.kind, *struck.detail) if struck.kind else ()
         return Recorded(finalize_token=elected, quarantined=quarantined)
+
+    def record_batch(self, job_id: str, members: list[tuple[int, int, dict]], worker: str, *, fingerprint: dict,
+                     runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0
+                     ) -> dict[int, Recorded | Reply]:
+        """record() of several members of a batch ((index, token, payload) each; `prove_s`:
+        seconds per proof) in one transition (record_batch.lua). Returns by index what
+        record() would have: Recorded (the one that elected finalize holds its token), or
+        Reply "duplicate", "stale" or "job_over"."""
+        out, elected = self._elect(job_id, self.transitions.run(
+            "record_batch", job_id, members[0][0], worker=worker,
+            members=[[int(i), int(t), json.dumps(payload)] for i, t, payload in members],
+            build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
+            key_load_s=key_load_s))
+        if out.kind != "batch":
+            return {int(i): _reply(out) for i, _, _ in members}
+        replies: dict[int, Recorded | Reply] = {}
+        for (index, _, _), verdict in zip(members, out.detail):
+            kind, _, fps = verdict.partition(":")
+            if kind != "recorded":
+                replies[int(index)] = Reply(kind, "")
+                continue
+            quarantined: tuple[str, ...] = ()
+            if fps:     # the fingerprints whose proofs of this partition failed before
+                struck = self.transitions.run("strike", job_id, index, fingerprints=fps.split(","),
+                                              confirmed_by=fingerprint.get("id", ""))
+                quarantined = (struck.kind, *struck.detail) if struck.kind else ()
+            replies[int(index)] = Recorded(finalize_token=elected, quarantined=quarantined)
+        return replies
 
     def witness_ready(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
                       synth_s: float) -> Sent | Reply:

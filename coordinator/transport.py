@@ -94,8 +94,9 @@ class _Guard:
             return self._dead(raw, queue, f"{msg.task}: no job {msg.job_id} (never submitted, expired, or lost "
                                           "with Redis's data)")
         index = keys.partition_of(msg.slot)
-        if index != keys.FINALIZE_SLOT and int(index) >= int(n):
-            return self._dead(raw, queue, f"{msg.task}: job {msg.job_id} has {int(n)} partitions, not {int(index) + 1}")
+        if index != keys.FINALIZE_SLOT and int(index) + msg.count > int(n):
+            return self._dead(raw, queue, f"{msg.task}: job {msg.job_id} has {int(n)} partitions, "
+                                          f"not {int(index) + msg.count}")
         return envelope
 
     def _dead(self, raw: bytes, queue: str, reason: str) -> None:

@@ -136,10 +136,48 @@ local function progress_notice(what, notified_at)
     redis.call('PUBLISH', channel, what)
   end
 end
-local function event(fields)
+local function event_json(fields)
   if fields.slot == nil then fields.slot = index_of(slot) end
   fields.at = now
-  redis.call('RPUSH', K.events, cjson.encode(fields))
+  return cjson.encode(fields)
+end
+local function event(fields)
+  redis.call('RPUSH', K.events, event_json(fields))
+end
+-- Many slots' events (event_json's) in one RPUSH, and many members added to a sorted set in
+-- one ZADD: a batch's transition costs a few commands more than one slot's, not B times as
+-- many.
+local function push_events(encoded)
+  for i = 1, #encoded, 1000 do
+    redis.call('RPUSH', K.events, unpack(encoded, i, math.min(i + 999, #encoded)))
+  end
+end
+local function zadd_all(key, score, members)
+  for i = 1, #members, 500 do
+    local args = {}
+    for k = i, math.min(i + 499, #members) do
+      table.insert(args, score)
+      table.insert(args, members[k])
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+end
+-- Notes that `build` proves `zkey` validly (suspect.lua weighs it): once per job and build
+-- (`marked`: the job's valid_builds field, as the caller read it), not once per proof.
+local function mark_valid(zkey, build, marked)
+  if contains(marked, build) then return end
+  local valid_key = C.prefix .. ':valid:' .. tostring(zkey)
+  redis.call('HSET', valid_key, build, now_s)
+  redis.call('EXPIRE', valid_key, math.max(1, math.floor(S.result_ttl_s)))
+  local list = marked or ''
+  if list ~= '' then list = list .. ' ' end
+  redis.call('HSET', K.job, 'valid_builds', list .. build)
+end
+-- The moving average of `field` in the runtime hash `key`, which sets how long later attempts
+-- of this key on this kind of device may run.
+local function fold_runtime(key, field, seconds)
+  local old = tonumber(hget(key, field) or '')
+  redis.call('HSET', key, field, string.format('%.6f', old and (0.7 * old + 0.3 * seconds) or seconds))
 end
 -- Calls fn(slot) for every slot of the job: each partition, each witness, finalize.
 -- A job submitted with witnesses (submit.lua's `inputs` '0') has no witness slots.
@@ -224,8 +262,11 @@ end
 -- Every partition has ended (proved or failed): elect the finalize step (HSETNX
 -- finalize_sent) when some were proved, or fail the job when none was. The elected token is
 -- handed back through done().
-settle = function()
-  local f = redis.call('HMGET', K.job, 'n', 'failed')
+-- `n` and `failed`: the job's fields, when the caller read them already in this script (and
+-- changed neither since).
+settle = function(n, failed)
+  local f = {n, failed}
+  if n == nil then f = redis.call('HMGET', K.job, 'n', 'failed') end
   local n = tonumber(f[1])
   local proved = redis.call('HLEN', job_prefix .. ':results')
   local failed = tonumber(f[2] or '0')
