@@ -282,7 +282,11 @@ class Job:
             p.lrange(keys.bad(self.id), 0, -1)
             *slots, results, events, bad = p.execute()
         results = {_s(k): json.loads(v) for k, v in results.items()}
-        events = [json.loads(e) for e in events]
+        # Each partition's events, in order: grouped once (not one pass over all events per
+        # partition, which costs n x events at 10,000 partitions).
+        by_slot: dict[str, list[dict]] = {}
+        for e in (json.loads(raw) for raw in events):
+            by_slot.setdefault(str(e.get("slot")), []).append(e)
         created = float(rec["created_at"])
         step = 2 if from_inputs else 1
         parts = []
@@ -298,7 +302,7 @@ class Job:
             parts.append(PartitionStatus(
                 index=i, state=_partition_state(s, synth), attempts=int(s.get("attempts", 0)),
                 worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
-                events=[e for e in events if str(e.get("slot")) == str(i)],
+                events=by_slot.get(str(i), []),
                 synth_attempts=int(synth.get("attempts", 0)), error=s.get("error") or None,
                 source=s.get("witness_name") or synth.get("input_name") or None,
                 waiting=s.get("parked_reason") if s.get("state") == "parked" else None))

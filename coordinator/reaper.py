@@ -37,7 +37,10 @@ DUE_BATCH = 500          # due slots read per round trip
 
 # Unlock only if still ours, so a slow owner never deletes a successor's lock.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-_RENEW = ("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+# A standby (the lock held by another) costs one GET per try, not a GET and a failing SET NX.
+_RENEW = ("local owner = redis.call('GET', KEYS[1]) "
+          "if owner == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+          "if owner then return 0 end "
           "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0")
 
 

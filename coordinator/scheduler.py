@@ -29,7 +29,7 @@ from .jobs import Priority
 from .keys import FINALIZE_SLOT
 from .registry import Registry
 from .replies import (Check, Claimed, JobFiles, Lost, Parked, Proved, Recorded, Reply, Reproved, Resend, Sent,
-                      SlotRecord, Submitted)
+                      SlotRecord, Submitted, ToCheck)
 from .transitions import Outcome, Transitions
 
 log = logging.getLogger("zkqueue.scheduler")
@@ -245,42 +245,48 @@ class Scheduler:
         return [out.kind, *out.detail]
 
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
-               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0
-               ) -> Recorded | Reply:
+               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0,
+               checked: list[tuple[int, int]] = (), take: int = 0) -> Recorded | Reply:
         """Stores a partition's proof once (sending finalize when every partition has now
         ended); strikes the fingerprints whose proofs of this partition failed; folds the
         timings into the runtime averages (in the same transition). Returns Recorded, or
-        Reply "duplicate", "stale" or "job_over"."""
+        Reply "duplicate", "stale" or "job_over".
+
+        Independent checks ride along: `checked` marks other workers' proofs of this job this
+        worker verified valid ((index, token) pairs), and up to `take` proofs of other
+        workers come back in Recorded.to_check for this worker to verify."""
         out, elected = self._elect(job_id, self.transitions.run(
             "record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
             build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
-            key_load_s=key_load_s))
+            key_load_s=key_load_s, checked=[[int(i), int(t)] for i, t in checked], take=int(take)))
         if out.kind != "recorded":
             return _reply(out)
+        fps, to_check = _split_checks(out.detail)
         quarantined: tuple[str, ...] = ()
-        if out.detail:      # the fingerprints whose proofs of this partition failed before
-            struck = self.transitions.run("strike", job_id, index, fingerprints=list(out.detail),
+        if fps:      # the fingerprints whose proofs of this partition failed before
+            struck = self.transitions.run("strike", job_id, index, fingerprints=list(fps),
                                           confirmed_by=fingerprint.get("id", ""))
             # strike.lua answers a bare list of the fingerprints it quarantined (maybe empty).
             quarantined = (struck.kind, *struck.detail) if struck.kind else ()
-        return Recorded(finalize_token=elected, quarantined=quarantined)
+        return Recorded(finalize_token=elected, quarantined=quarantined, to_check=to_check)
 
     def record_batch(self, job_id: str, members: list[tuple[int, int, dict]], worker: str, *, fingerprint: dict,
-                     runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0
-                     ) -> dict[int, Recorded | Reply]:
+                     runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0,
+                     checked: list[tuple[int, int]] = (), take: int = 0) -> dict[int, Recorded | Reply]:
         """record() of several members of a batch ((index, token, payload) each; `prove_s`:
         seconds per proof) in one transition (record_batch.lua). Returns by index what
-        record() would have: Recorded (the one that elected finalize holds its token), or
-        Reply "duplicate", "stale" or "job_over"."""
+        record() would have: Recorded (the one that elected finalize holds its token; every
+        one holds the same to_check), or Reply "duplicate", "stale" or "job_over"."""
         out, elected = self._elect(job_id, self.transitions.run(
             "record_batch", job_id, members[0][0], worker=worker,
             members=[[int(i), int(t), json.dumps(payload)] for i, t, payload in members],
             build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
-            key_load_s=key_load_s))
+            key_load_s=key_load_s, checked=[[int(i), int(t)] for i, t in checked], take=int(take)))
         if out.kind != "batch":
             return {int(i): _reply(out) for i, _, _ in members}
+        verdicts, to_check = _split_checks(out.detail)
         replies: dict[int, Recorded | Reply] = {}
-        for (index, _, _), verdict in zip(members, out.detail):
+        for (index, _, _), verdict in zip(members, verdicts):
             kind, _, fps = verdict.partition(":")
             if kind != "recorded":
                 replies[int(index)] = Reply(kind, "")
@@ -290,7 +296,7 @@ class Scheduler:
                 struck = self.transitions.run("strike", job_id, index, fingerprints=fps.split(","),
                                               confirmed_by=fingerprint.get("id", ""))
                 quarantined = (struck.kind, *struck.detail) if struck.kind else ()
-            replies[int(index)] = Recorded(finalize_token=elected, quarantined=quarantined)
+            replies[int(index)] = Recorded(finalize_token=elected, quarantined=quarantined, to_check=to_check)
         return replies
 
     def witness_ready(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
@@ -485,13 +491,21 @@ class Scheduler:
         return [_slot_record(*(_text(v) for v in row)) for row in rows]
 
     def proved(self, job_id: str) -> dict[int, Proved]:
-        """Every recorded partition result of the job, with the witness it proves, by index."""
-        results = {int(k): json.loads(v) for k, v in self.r.hgetall(keys.results(job_id)).items()}
+        """Every recorded partition result of the job, with the witness it proves and whether
+        another worker verified it already (its check mark's token is the partition's current
+        one), by index."""
+        with self.r.pipeline(transaction=False) as p:
+            p.hgetall(keys.results(job_id))
+            p.hgetall(keys.checked(job_id))
+            raw, marks = p.execute()
+        results = {int(k): json.loads(v) for k, v in raw.items()}
+        marks = {int(k): int(v) for k, v in marks.items()}
         with self.r.pipeline(transaction=False) as p:
             for i in sorted(results):
-                p.hget(keys.slot(job_id, i), "witness")
-            witnesses = p.execute()
-        return {i: Proved(results[i], _text(w)) for i, w in zip(sorted(results), witnesses)}
+                p.hmget(keys.slot(job_id, i), "witness", "token")
+            rows = p.execute()
+        return {i: Proved(results[i], _text(w), checked=marks.get(i) == int(t or 0))
+                for i, (w, t) in zip(sorted(results), rows)}
 
     def quarantined(self) -> dict[str, dict]:
         """The quarantined fingerprints: id -> what strike.lua recorded (fingerprint, strikes,
@@ -542,6 +556,17 @@ def has_room(beat: dict, needs: dict) -> bool:
     if memory["capacity_bytes"] < needs.get(backend, 0):
         return False
     return backend != "cuda" or memory.get("device_total_bytes", 0) >= needs.get("device", 0)
+
+
+def _split_checks(detail: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[ToCheck, ...]]:
+    """A record's reply detail: what comes before 'check', and the ToCheck items after it
+    (index, token, witness, result, ...)."""
+    if "check" not in detail:
+        return detail, ()
+    at = detail.index("check")
+    rest = detail[at + 1:]
+    return detail[:at], tuple(ToCheck(int(rest[k]), int(rest[k + 1]), rest[k + 2], rest[k + 3])
+                              for k in range(0, len(rest) - 3, 4))
 
 
 def _text(v) -> str:

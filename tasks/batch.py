@@ -29,13 +29,13 @@ import logging
 import os
 
 from zkqueue.coordinator.claims import Member
-from zkqueue.coordinator.replies import Reply, SlotRecord
+from zkqueue.coordinator.replies import Recorded, Reply, SlotRecord
 from zkqueue.workers.batching import proves_together
 from zkqueue.workers.lease import BatchLeases, LeaseKeeper
 from zkqueue.workers.proving import BatchItem, Proved, SelfCheckFailed
 from zkqueue.workers.record_group import PendingProofs
 
-from . import context
+from . import checks, context
 from .handoff import pass_on, retry_after, turn_away, wait_while_quarantined
 
 log = logging.getLogger("zkqueue.task")
@@ -82,10 +82,16 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
             rows.append((m.index, m.token, {"proof": proved.proof, "public": proved.public,
                                             "fingerprint": ctx.fingerprint, "timings_s": timings,
                                             "worker": ctx.worker_id, "attempt": m.attempt}))
+        key_load_s = sum(p.timings_s["key_load_s"] for _, p in items)
         replies = s.record_batch(job_id, rows, ctx.worker_id, fingerprint=ctx.fingerprint,
-                                 runtime_field=f"{zkey_sha}|{ctx.device_class}",
+                                 runtime_field=ctx.runtime_field(zkey_sha, key_load_s),
                                  prove_s=sum(p.timings_s["prove_s"] for _, p in items) / len(items),
-                                 key_load_s=sum(p.timings_s["key_load_s"] for _, p in items))
+                                 key_load_s=key_load_s,
+                                 checked=checks.take_marks(ctx, job_id), take=checks.TAKE_PER_PROOF * len(items))
+        # Other workers' proofs to verify, handed back with these records (the same for each).
+        recorded = [r for r in replies.values() if isinstance(r, Recorded)]
+        if recorded:
+            checks.check_others(ctx, job_id, zkey_sha, recorded[0].to_check)
         return {i: replies[members[i].index].kind for i, _ in items}
 
     def recorded(i: int, verdict: str) -> None:
@@ -105,9 +111,11 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
                     continue
                 if isinstance(outcome, Proved):
                     pending.add(i, outcome)
-                    # Recorded in groups: all that are ready now, at most a lease refresh late;
+                    # Recorded in groups: all that are ready now (a device pass), fast proofs
+                    # that come one by one about a lease refresh late, a slow proof at once;
                     # the test fault records one by one, so that a kill lands between records.
                     if (ctx.faults.slow_record_s or len(ended) + len(pending) == len(members)
+                            or outcome.timings_s["prove_s"] >= ctx.settings.lease_refresh_s
                             or pending.age_s() >= ctx.settings.lease_refresh_s):
                         pending.flush()
                 else:
@@ -125,7 +133,7 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
         except Exception:  # noqa: BLE001 - not recorded: their leases lapse and the reaper sends them again
             log.exception("job %s: could not record the batch's proofs", job_id)
         for i, m in enumerate(members):
-            if i not in ended and i not in pending:
+            if i not in ended:
                 ended[i] = retry_after(ctx, job_id, m.index, m.token, exc, attempt=m.attempt)
         reason = ""
     unended = [m.index for i, m in enumerate(members) if i not in ended]

@@ -19,12 +19,12 @@ import os
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import TASK_PROVE, TASK_PROVE_BATCH
-from zkqueue.coordinator.replies import Claimed, SlotRecord
+from zkqueue.coordinator.replies import Claimed, Recorded, SlotRecord
 from zkqueue.workers import metrics
 from zkqueue.workers.lease import LeaseKeeper
 from zkqueue.workers.proving import SelfCheckFailed
 
-from . import context
+from . import checks, context
 from .app import app
 from .batch import run_batch
 from .handoff import leave_too_big, pass_on, retry_after, turn_away
@@ -68,9 +68,14 @@ def run_partition(job_id: str, index: int, token: int) -> str:
     timings = dict(proved.timings_s, queued_s=started_at - slot.enqueued_at)
     payload = {"proof": proved.proof, "public": proved.public, "fingerprint": ctx.fingerprint,
                "timings_s": timings, "worker": ctx.worker_id, "attempt": attempt}
-    return s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
-                    runtime_field=f"{zkey_sha}|{ctx.device_class}", prove_s=proved.timings_s["prove_s"],
-                    key_load_s=proved.timings_s["key_load_s"]).kind
+    recorded = s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
+                        runtime_field=ctx.runtime_field(zkey_sha, proved.timings_s["key_load_s"]),
+                        prove_s=proved.timings_s["prove_s"],
+                        key_load_s=proved.timings_s["key_load_s"], checked=checks.take_marks(ctx, job_id),
+                        take=checks.TAKE_PER_PROOF)
+    if isinstance(recorded, Recorded):
+        checks.check_others(ctx, job_id, zkey_sha, recorded.to_check)
+    return recorded.kind
 
 
 def run_partitions(job_id: str, index: int, count: int, token: int) -> str:

@@ -204,7 +204,7 @@ end
 -- An ended job's keys live on for result_ttl_s.
 local function expire_job()
   local ttl = math.max(1, math.floor(S.result_ttl_s))
-  for _, suffix in ipairs({'', ':results', ':events', ':bad'}) do
+  for _, suffix in ipairs({'', ':results', ':events', ':bad', ':checked', ':unchecked'}) do
     redis.call('EXPIRE', job_prefix .. suffix, ttl)
   end
   each_slot(function(s) redis.call('EXPIRE', slot_key(s), ttl) end)
@@ -301,6 +301,50 @@ local function source_of(p)
   local name = hget(slot_key(p), 'witness_name')
   if name and name ~= '' then return name end
   return tostring(hget(slot_key('s' .. p), 'input_name'))
+end
+
+-- Independent checks as proofs are recorded, so that finalize verifies only what no other
+-- worker has. `checked`: {index, token} pairs of other workers' proofs this worker verified
+-- valid (finalize trusts a mark only while its token is the partition's current one);
+-- `fresh`: "index|token|worker|witness" entries of the proofs just recorded; `take`: how many
+-- entries of other workers' proofs to hand this worker to verify. Returns them as
+-- index, token, witness, result JSON, ... (a proof is never handed to its own producer: those
+-- go back to the list).
+local function exchange_checks(checked, fresh, take, worker)
+  local list = job_prefix .. ':unchecked'
+  if #checked > 0 then
+    local marks = {}
+    for _, pair in ipairs(checked) do
+      table.insert(marks, tostring(pair[1]))
+      table.insert(marks, tostring(pair[2]))
+    end
+    redis.call('HSET', job_prefix .. ':checked', unpack(marks))
+  end
+  local out = {}
+  local got = take > 0 and redis.call('LPOP', list, take) or false
+  if got then
+    local own, fields, items = {}, {}, {}
+    for _, entry in ipairs(got) do
+      local i, token, producer, witness = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+      if producer == worker then
+        table.insert(own, entry)
+      else
+        table.insert(items, {i, token, witness})
+        table.insert(fields, i)
+      end
+    end
+    if #own > 0 then redis.call('RPUSH', list, unpack(own)) end
+    if #fields > 0 then
+      local payloads = redis.call('HMGET', job_prefix .. ':results', unpack(fields))
+      for k, item in ipairs(items) do
+        if payloads[k] then      -- a result dropped meanwhile (re-proved) is finalize's to check
+          for _, v in ipairs({item[1], item[2], item[3], payloads[k]}) do table.insert(out, v) end
+        end
+      end
+    end
+  end
+  if #fresh > 0 then redis.call('RPUSH', list, unpack(fresh)) end
+  return out
 end
 
 -- Why this worker may not start an attempt on this slot, as claim.lua replies (stale, busy,
