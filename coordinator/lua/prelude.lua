@@ -262,13 +262,13 @@ end
 -- Every partition has ended (proved or failed): elect the finalize step (HSETNX
 -- finalize_sent) when some were proved, or fail the job when none was. The elected token is
 -- handed back through done().
--- `n` and `failed`: the job's fields, when the caller read them already in this script (and
--- changed neither since).
-settle = function(n, failed)
+-- `n`, `failed` and `proved` (the partitions holding a result: c:prove:proved while the job is
+-- live): the job's figures, when the caller knows them already in this script.
+settle = function(n, failed, proved)
   local f = {n, failed}
   if n == nil then f = redis.call('HMGET', K.job, 'n', 'failed') end
   local n = tonumber(f[1])
-  local proved = redis.call('HLEN', job_prefix .. ':results')
+  proved = proved or redis.call('HLEN', job_prefix .. ':results')
   local failed = tonumber(f[2] or '0')
   if proved + failed < n then return end
   if proved == 0 then

@@ -13,7 +13,7 @@
 -- partition failed before (the caller strikes them: strike.lua), with "finalize=<token>" last
 -- when it elected finalize, and after 'check' the proofs of other workers to verify
 -- (exchange_checks: index, token, witness, result, ...); or {'duplicate'}, {'stale'}, {'job_over'}.
-local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed')
+local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved')
 if not live(j[1]) then return {'job_over'} end
 local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
 if tostring(f[1]) ~= tostring(A.token) or f[2] ~= 'running' or f[3] ~= A.worker then return {'stale'} end
@@ -31,7 +31,7 @@ if A.field ~= '' then
   fold_runtime(K.runtime, A.field, A.prove_s)
   if A.key_load_s > 0 then fold_runtime(K.runtime, A.field .. '|load', A.key_load_s) end
 end
-settle(j[5], j[6])
+settle(j[5], j[6], tonumber(j[7] or '0') + 1)
 local out = {'recorded'}
 for _, fp in ipairs(words(f[5])) do table.insert(out, fp) end
 local to_check = exchange_checks(A.checked, {slot .. '|' .. tostring(A.token) .. '|' .. A.worker .. '|' .. tostring(f[6])},

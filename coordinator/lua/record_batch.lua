@@ -12,7 +12,7 @@
 -- failed before, when there are any: the caller strikes them), 'duplicate' or 'stale'; with
 -- the proofs of other workers to verify after 'check' (as record.lua's), and "finalize=<token>"
 -- last when it elected finalize.
-local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed')
+local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved')
 if not live(j[1]) then return {'job_over'} end
 local results = job_prefix .. ':results'
 local names = {}
@@ -55,7 +55,7 @@ if #ended > 0 then
     fold_runtime(K.runtime, A.field, A.prove_s)
     if A.key_load_s > 0 then fold_runtime(K.runtime, A.field .. '|load', A.key_load_s) end
   end
-  settle(j[5], j[6])
+  settle(j[5], j[6], tonumber(j[7] or '0') + #ended)
 end
 local to_check = exchange_checks(A.checked, fresh, elected and 0 or A.take, A.worker)
 if #to_check > 0 then
