@@ -266,6 +266,11 @@ class Job:
         Raises:
             JobNotFound: no such job.
         """
+        return self._status()[0]
+
+    def _status(self) -> tuple[JobStatus, dict[str, dict]]:
+        """status(), and the recorded results it read (by index, as text), which result()
+        returns without reading them twice."""
         r = self.client.r
         rec = {_s(k): _s(v) for k, v in r.hgetall(keys.job(self.id)).items()}
         if not rec:
@@ -314,7 +319,7 @@ class Job:
             n_partitions=n, created_at=created, finished_at=_f(rec.get("finished_at")),
             error=rec.get("error") or None, error_slot=rec.get("error_slot") or None, partitions=parts,
             timings_s=timings,
-            bad_workers=[json.loads(b) for b in bad], request_id=rec.get("request_id") or None)
+            bad_workers=[json.loads(b) for b in bad], request_id=rec.get("request_id") or None), results
 
     @staticmethod
     def _timings(rec: dict, created: float, results: list[dict]) -> dict[str, float]:
@@ -404,14 +409,13 @@ class Job:
             JobFailed, JobCancelled: as for wait(); JobFailed too when the job is not over yet.
             JobNotFound: no such job.
         """
-        st = self.status()
+        st, results = self._status()
         if st.state == JobState.FAILED:
             raise JobFailed(st.error or "unknown reason", job_id=self.id, slot=st.error_slot)
         if st.state == JobState.CANCELLED:
             raise JobCancelled(f"job {self.id} was cancelled", job_id=self.id)
         if not st.state.delivered:
             raise JobFailed(f"not finished ({st.state.value})", job_id=self.id)
-        results = {_s(k): json.loads(v) for k, v in self.client.r.hgetall(keys.results(self.id)).items()}
         parts, failed = [], []
         for p in st.partitions:
             if p.state != SlotState.VERIFIED:

@@ -507,6 +507,28 @@ class Scheduler:
         return {i: Proved(results[i], _text(w), checked=marks.get(i) == int(t or 0))
                 for i, (w, t) in zip(sorted(results), rows)}
 
+    def to_verify(self, job_id: str) -> tuple[dict[int, Proved], int]:
+        """The recorded results of the job that no worker other than their producer verified
+        under their current token (finalize's share), with their witnesses, by index; and how
+        many results the job holds in all. Only those results are read: not every proof."""
+        with self.r.pipeline(transaction=False) as p:
+            p.hkeys(keys.results(job_id))
+            p.hgetall(keys.checked(job_id))
+            names, marks = p.execute()
+        indices = sorted(int(k) for k in names)
+        marks = {int(k): int(v) for k, v in marks.items()}
+        with self.r.pipeline(transaction=False) as p:
+            for i in indices:
+                p.hmget(keys.slot(job_id, i), "witness", "token")
+            rows = p.execute()
+        todo = [(i, _text(w)) for i, (w, t) in zip(indices, rows) if marks.get(i) != int(t or 0)]
+        out: dict[int, Proved] = {}
+        for at in range(0, len(todo), 1000):
+            chunk = todo[at:at + 1000]
+            raw = self.r.hmget(keys.results(job_id), [i for i, _ in chunk])
+            out.update({i: Proved(json.loads(v), w) for (i, w), v in zip(chunk, raw) if v is not None})
+        return out, len(indices)
+
     def quarantined(self) -> dict[str, dict]:
         """The quarantined fingerprints: id -> what strike.lua recorded (fingerprint, strikes,
         when, why)."""

@@ -28,12 +28,11 @@ def _check_all(ctx: context.Context, job_id: str, zkey_sha: str) -> tuple[list[d
     """Checks every recorded proof (the partitions that failed alone have none) that no worker
     other than its producer verified already (tasks/checks.py): (the invalid ones, seconds
     spent verifying)."""
-    proved = ctx.scheduler.proved(job_id)
+    todo, total = ctx.scheduler.to_verify(job_id)
     t0 = time.perf_counter()
-    items = [(i, item.result, item.witness) for i, item in sorted(proved.items()) if not item.checked]
+    items = [(i, item.result, item.witness) for i, item in sorted(todo.items())]
     bad, _ = checks.verify_results(ctx, zkey_sha, items) if items else ([], [])
-    log.info("job %s: %d proofs verified as they were recorded, %d here", job_id, len(proved) - len(items),
-             len(items))
+    log.info("job %s: %d proofs verified as they were recorded, %d here", job_id, total - len(items), len(items))
     return bad, time.perf_counter() - t0
 
 

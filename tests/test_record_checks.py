@@ -35,9 +35,12 @@ def test_a_recording_worker_is_handed_other_workers_proofs_and_its_marks_count_u
     # Its verdicts ride along with its next record: finalize skips what is marked.
     s.record(job.id, 3, 1, "w2", _payload("w2", 3), fingerprint={}, checked=[(0, 1)], take=2)
     assert {i: p.checked for i, p in s.proved(job.id).items()} == {0: True, 1: False, 2: False, 3: False}
+    todo, total = s.to_verify(job.id)      # finalize's share: only the unmarked results are read
+    assert (sorted(todo), total) == ([1, 2, 3], 4) and todo[1].result["proof"] == {"n": 1}
     # A mark holds only under the token it was made for (the partition re-proved since: not).
     queue.r.hset(keys.slot(job.id, 0), "token", 2)
     assert s.proved(job.id)[0].checked is False
+    assert sorted(s.to_verify(job.id)[0]) == [0, 1, 2, 3]
 
 
 def test_a_batch_record_hands_out_checks_and_takes_marks_in_the_same_transition(queue):
