@@ -19,6 +19,10 @@ from . import connections, keys
 from zkqueue.config import Settings
 
 TASK_PROVE = "zkqueue.prove_partition"
+# One message for `count` consecutive partitions of one job, all sent under one token (a
+# submit's batches: Scheduler.send_all with batch > 1). Its worker claims whichever of them
+# are still queued under that token in one transition (claim_batch.lua's range mode).
+TASK_PROVE_BATCH = "zkqueue.prove_batch"
 TASK_FINALIZE = "zkqueue.finalize"
 TASK_SYNTH = "zkqueue.synthesize"
 PRIORITY_STEPS = [0, 3, 6, 9]      # Priority.broker_priority values; 0 is served first
@@ -103,6 +107,17 @@ class Sender:
                            priority=priority, task_id=f"{job_id}:{index}",
                            argsrepr=f"job={job_id} partition={index} attempt_token={token}")
 
+    def send_batch(self, job_id: str, index: int, count: int, token: int, *, priority: int) -> None:
+        """Enqueues prove_batch(job, index, count, token) on the shared queue: partitions
+        index .. index + count - 1, one message for all of them.
+
+        Raises:
+            kombu.exceptions.OperationalError: the broker cannot be reached.
+        """
+        self.app.send_task(TASK_PROVE_BATCH, args=(job_id, index, count, token), queue=keys.SHARED_QUEUE,
+                           routing_key=keys.SHARED_QUEUE, priority=priority, task_id=f"{job_id}:{index}+{count}",
+                           argsrepr=f"job={job_id} partitions={index}..{index + count - 1} attempt_token={token}")
+
     def send_synthesis(self, job_id: str, index: int, token: int, *, priority: int) -> None:
         """Enqueues synthesize(job, index, token) on the synthesis queue.
 
@@ -124,7 +139,8 @@ class Sender:
         self.app.close()
 
 
-TASKS = {TASK_PROVE: ("job", "index", "token"), TASK_SYNTH: ("job", "index", "token"),
+TASKS = {TASK_PROVE: ("job", "index", "token"), TASK_PROVE_BATCH: ("job", "index", "count", "token"),
+         TASK_SYNTH: ("job", "index", "token"),
          TASK_FINALIZE: ("job", "token")}
 ACCEPTED_CONTENT = ("application/x-msgpack", "application/json")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -132,12 +148,22 @@ JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 
 @dataclass(frozen=True)
 class TaskMessage:
-    """A zkqueue task message, checked: which task, on which slot of which job, with which token."""
+    """A zkqueue task message, checked: which task, on which slot of which job, with which token
+    (a prove_batch message: `count` partitions from `slot` on, all under `token`)."""
 
     task: str
     job_id: str
     slot: str
     token: int
+    count: int = 1
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """Every slot the message stands for (one, but for a prove_batch message)."""
+        if self.count == 1:
+            return (self.slot,)
+        first = int(self.slot)
+        return tuple(str(first + i) for i in range(self.count))
 
 
 def decode_task(envelope) -> TaskMessage:
@@ -177,23 +203,34 @@ def decode_task(envelope) -> TaskMessage:
     if not (isinstance(values["job"], str) and JOB_ID.match(values["job"])):
         raise ValueError(f"{task}: job {values['job']!r} is not a job id (32 hex digits)")
     for name in names[1:]:
-        lowest = 1 if name == "token" else 0
+        lowest = 1 if name in ("token", "count") else 0
         if type(values[name]) is not int or values[name] < lowest:
             raise ValueError(f"{task}: {name} {values[name]!r} is not an integer >= {lowest}")
     if task == TASK_FINALIZE:
         slot = keys.FINALIZE_SLOT
     else:
         slot = keys.synth_slot(values["index"]) if task == TASK_SYNTH else str(values["index"])
-    return TaskMessage(task, values["job"], slot, values["token"])
+    return TaskMessage(task, values["job"], slot, values["token"], values.get("count", 1))
 
 
 def task_slot(envelope) -> tuple[str, str, int] | None:
-    """(job, slot, token) of a zkqueue task message, None for anything else (never raises)."""
+    """(job, slot, token) of a zkqueue task message (a prove_batch message: its first
+    partition), None for anything else (never raises)."""
     try:
         msg = decode_task(envelope)
     except ValueError:
         return None
     return msg.job_id, msg.slot, msg.token
+
+
+def task_slots(envelope) -> tuple[tuple[str, str, int], ...]:
+    """(job, slot, token) of every slot a zkqueue task message stands for (a prove_batch
+    message: each of its partitions), () for anything else (never raises)."""
+    try:
+        msg = decode_task(envelope)
+    except ValueError:
+        return ()
+    return tuple((msg.job_id, slot, msg.token) for slot in msg.slots)
 
 
 def queue_names(r: redis.Redis) -> list[str]:
@@ -219,23 +256,20 @@ def waiting_slots(r: redis.Redis) -> set[tuple[str, str, int]]:
     for q in queue_names(r):
         for lst in queue_lists(q):
             for raw in r.lrange(lst, 0, -1):
-                slot = task_slot(_json(raw))
-                if slot:
-                    found.add(slot)
+                found.update(task_slots(_json(raw)))
     return found
 
 
 def unacked_slots(r: redis.Redis) -> Iterator[tuple[str, tuple[str, str, int]]]:
     """(delivery tag, (job, slot, token)) of every zkqueue message delivered to a consumer and
-    not yet acknowledged.
+    not yet acknowledged (a prove_batch message: one pair per partition, under its one tag).
 
     Raises:
         redis.RedisError: Redis cannot be reached.
     """
     for tag, raw in r.hgetall(UNACKED_HASH).items():
         entry = _json(raw)        # [envelope, exchange, routing key]
-        slot = task_slot(entry[0]) if isinstance(entry, list) and entry else None
-        if slot:
+        for slot in (task_slots(entry[0]) if isinstance(entry, list) and entry else ()):
             yield tag.decode(errors="replace"), slot
 
 

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Keys up to this domain (2^16 constraints) are small enough to batch: a client sends one
+# message per `submit_batch` partitions of such a key (coordinator/client.py), and workers
+# prove batches of them (workers/batching.py's MAX_BATCHED_LOG2, which must agree).
+BATCHED_MAX_DOMAIN = 1 << 16
+
 # Why the lead partition could not be claimed (then nothing was): as claim.lua says.
 REFUSALS = ("job_over", "stale", "done", "busy", "excluded", "quarantined", "gave_up")
 

@@ -15,6 +15,7 @@ from . import keys
 from .errors import BadRequest, JobCancelled, JobFailed, JobLost, JobNotFound, WaitTimeout
 from .jobs import (JobProgress, JobResult, JobState, JobStatus, PartitionFailure, PartitionResult,
                    PartitionStatus, Priority, SlotState)
+from .claims import BATCHED_MAX_DOMAIN
 from .keys import FINALIZE_SLOT
 from .scheduler import Scheduler
 from zkqueue.config import Settings
@@ -196,10 +197,14 @@ class Client:
             return existing
         if key_shape:
             self.scheduler.record_key_shape(zkey_sha, key_shape)
+        # A small key's partitions go in batches (one message each, claimed in one transition);
+        # a key of unknown size, one by one.
+        small = bool(key_shape) and int(key_shape.get("domain_size", BATCHED_MAX_DOMAIN + 1)) <= BATCHED_MAX_DOMAIN
         out = self.scheduler.submit(self.new_job_id(), request_id=request_id, priority=priority, zkey_sha=zkey_sha,
                                     witnesses=list(witnesses or []), inputs=list(inputs or []),
                                     wasm_sha=wasm_sha if inputs else "", wasm_name=wasm_name if inputs else "",
-                                    r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing)
+                                    r1cs_sha=r1cs_sha, all_or_nothing=all_or_nothing,
+                                    batch=self.settings.submit_batch if small else 1)
         return Job(self, out.job_id)
 
     def job(self, job_id: str) -> "Job":
@@ -264,6 +269,11 @@ class Job:
         Raises:
             JobNotFound: no such job.
         """
+        return self._status()[0]
+
+    def _status(self) -> tuple[JobStatus, dict[str, dict]]:
+        """status(), and the recorded results it read (by index, as text), which result()
+        returns without reading them twice."""
         r = self.client.r
         rec = {_s(k): _s(v) for k, v in r.hgetall(keys.job(self.id)).items()}
         if not rec:
@@ -280,7 +290,11 @@ class Job:
             p.lrange(keys.bad(self.id), 0, -1)
             *slots, results, events, bad = p.execute()
         results = {_s(k): json.loads(v) for k, v in results.items()}
-        events = [json.loads(e) for e in events]
+        # Each partition's events, in order: grouped once (not one pass over all events per
+        # partition, which costs n x events at 10,000 partitions).
+        by_slot: dict[str, list[dict]] = {}
+        for e in (json.loads(raw) for raw in events):
+            by_slot.setdefault(str(e.get("slot")), []).append(e)
         created = float(rec["created_at"])
         step = 2 if from_inputs else 1
         parts = []
@@ -296,7 +310,7 @@ class Job:
             parts.append(PartitionStatus(
                 index=i, state=_partition_state(s, synth), attempts=int(s.get("attempts", 0)),
                 worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
-                events=[e for e in events if str(e.get("slot")) == str(i)],
+                events=by_slot.get(str(i), []),
                 synth_attempts=int(synth.get("attempts", 0)), error=s.get("error") or None,
                 source=s.get("witness_name") or synth.get("input_name") or None,
                 waiting=s.get("parked_reason") if s.get("state") == "parked" else None))
@@ -308,7 +322,7 @@ class Job:
             n_partitions=n, created_at=created, finished_at=_f(rec.get("finished_at")),
             error=rec.get("error") or None, error_slot=rec.get("error_slot") or None, partitions=parts,
             timings_s=timings,
-            bad_workers=[json.loads(b) for b in bad], request_id=rec.get("request_id") or None)
+            bad_workers=[json.loads(b) for b in bad], request_id=rec.get("request_id") or None), results
 
     @staticmethod
     def _timings(rec: dict, created: float, results: list[dict]) -> dict[str, float]:
@@ -398,14 +412,13 @@ class Job:
             JobFailed, JobCancelled: as for wait(); JobFailed too when the job is not over yet.
             JobNotFound: no such job.
         """
-        st = self.status()
+        st, results = self._status()
         if st.state == JobState.FAILED:
             raise JobFailed(st.error or "unknown reason", job_id=self.id, slot=st.error_slot)
         if st.state == JobState.CANCELLED:
             raise JobCancelled(f"job {self.id} was cancelled", job_id=self.id)
         if not st.state.delivered:
             raise JobFailed(f"not finished ({st.state.value})", job_id=self.id)
-        results = {_s(k): json.loads(v) for k, v in self.client.r.hgetall(keys.results(self.id)).items()}
         parts, failed = [], []
         for p in st.partitions:
             if p.state != SlotState.VERIFIED:

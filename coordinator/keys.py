@@ -34,6 +34,11 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            synthesized, lost, overdue, retry, invalid, bounced,
                                            resent, rerouted, quarantined, input_error, oom, done), in
                                            order; "slot" is the partition index or "finalize"
+    zkq:job:{job}:unchecked        list    "{index}|{token}|{worker}|{witness}" of recorded proofs
+                                           no other worker has verified yet (record.lua and
+                                           record_batch.lua hand them to other workers to verify)
+    zkq:job:{job}:checked          hash    index -> the token of its proof a worker other than its
+                                           producer verified valid (finalize verifies the rest)
     zkq:job:{job}:bad              list    JSON records of invalid proofs: index, worker,
                                            fingerprint, reason, at
     zkq:job:{job}:notify           channel PUBLISHed on every state change of the job
@@ -138,6 +143,14 @@ def results(job_id: str) -> str:
 
 def events(job_id: str) -> str:
     return f"{PREFIX}:job:{job_id}:events"
+
+
+def checked(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:checked"
+
+
+def unchecked(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:unchecked"
 
 
 def bad(job_id: str) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from .broker import queue_lists, queue_names, task_slot
+from .broker import queue_lists, queue_names, task_slots
 
 # KEYS[1]: a queue list. ARGV[1]: the head element the caller knows ("" for none).
 # Returns {length, tail element or false, elements in front of the known head (all of them
@@ -47,16 +47,17 @@ def _digest(raw: bytes) -> bytes:
     return hashlib.blake2b(raw, digest_size=8).digest()
 
 
-def _slot_of(raw: bytes):
+def _slots_of(raw: bytes) -> tuple:
+    """Every (job, slot, token) a message stands for (a prove_batch message: several)."""
     try:
-        return task_slot(json.loads(raw))
+        return task_slots(json.loads(raw))
     except ValueError:
-        return None
+        return ()
 
 
 @dataclass
 class _List:
-    """One list's messages, head (left) to tail (right): (digest, slot or None)."""
+    """One list's messages, head (left) to tail (right): (digest, the slots it stands for)."""
 
     entries: deque = field(default_factory=deque)
     head: bytes = b""
@@ -81,19 +82,19 @@ class QueueIndex:
         return sum(len(s.entries) for s in self._lists.values())
 
     def _add(self, entry) -> None:
-        if entry[1] is not None:
-            self._counts[entry[1]] += 1
+        for slot in entry[1]:
+            self._counts[slot] += 1
 
     def _remove(self, entry) -> None:
-        if entry[1] is not None:
-            self._counts[entry[1]] -= 1
-            if self._counts[entry[1]] <= 0:
-                del self._counts[entry[1]]
+        for slot in entry[1]:
+            self._counts[slot] -= 1
+            if self._counts[slot] <= 0:
+                del self._counts[slot]
 
     def _reset(self, state: _List, elements: list[bytes]) -> None:
         for entry in state.entries:
             self._remove(entry)
-        state.entries = deque((_digest(e), _slot_of(e)) for e in elements)
+        state.entries = deque((_digest(e), _slots_of(e)) for e in elements)
         for entry in state.entries:
             self._add(entry)
         state.head = elements[0] if elements else b""
@@ -113,7 +114,7 @@ class QueueIndex:
         while entries and entries[-1][0] != tail_digest:
             self._remove(entries.pop())
         for element in reversed(new):
-            entry = (_digest(element), _slot_of(element))
+            entry = (_digest(element), _slots_of(element))
             entries.appendleft(entry)
             self._add(entry)
         if new:

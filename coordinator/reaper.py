@@ -37,7 +37,10 @@ DUE_BATCH = 500          # due slots read per round trip
 
 # Unlock only if still ours, so a slow owner never deletes a successor's lock.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-_RENEW = ("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+# A standby (the lock held by another) costs one GET per try, not a GET and a failing SET NX.
+_RENEW = ("local owner = redis.call('GET', KEYS[1]) "
+          "if owner == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+          "if owner then return 0 end "
           "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0")
 
 
@@ -52,6 +55,11 @@ class Reaper:
         self._renew = scheduler.r.register_script(_RENEW)
         self._release = scheduler.r.register_script(_RELEASE)
         self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
+        # Unacknowledged messages whose every slot was seen claimed (not queued under the
+        # message's token): their consumer started them, so they are never orphans; not looked
+        # at again (a long proof, a batch of 16, holds its message unacknowledged for its
+        # whole run: one read of each of its slots per tick otherwise).
+        self._claimed_tags: set[str] = set()
         # What waits on the queues, read incrementally: a full read per check would cost
         # O(queued messages) every tick.
         self._queued = QueueIndex(scheduler.r)
@@ -183,18 +191,28 @@ class Reaper:
         """
         now = time.monotonic()
         seen, acted = {}, 0
+        dropped: set[str] = set()     # tags whose unacknowledged copy a resend dropped already
+        waiting: set[str] = set()     # tags with a slot still queued under the message's token
         for tag, (job_id, slot, token) in unacked_slots(self.s.r):
             first = seen[tag] = self._unacked_seen.get(tag, now)
-            if now - first < self.s.settings.orphan_grace_s:
+            if now - first < self.s.settings.orphan_grace_s or tag in self._claimed_tags:
                 continue
             state, current = self.s.r.hmget(keys.slot(job_id, slot), "state", "token")
             if state != b"queued" or current is None or int(current) != token:
                 continue      # claimed (the slot's own deadlines cover it now), or a stale copy
-            if self.s.resend(job_id, slot, token, orphan_tag=tag):
+            waiting.add(tag)
+            # A prove_batch message stands for several slots under one tag: the first resend
+            # drops its copy, the others are sent again as messages lost.
+            if self.s.resend(job_id, slot, token, orphan_tag="" if tag in dropped else tag):
                 log.warning("job %s %s: its message was taken by a worker that died before starting it; "
                             "sent it again", job_id, what(slot))
-                seen.pop(tag)
+                dropped.add(tag)
                 acted += 1
+        for tag in dropped:
+            seen.pop(tag, None)
+        # Looked at past their grace, no slot of theirs waiting: claimed for good.
+        self._claimed_tags = {t for t in seen if t in self._claimed_tags
+                              or (now - seen[t] >= self.s.settings.orphan_grace_s and t not in waiting)}
         self._unacked_seen = seen
         return acted
 

@@ -33,7 +33,7 @@ class Registry:
             redis.RedisError: Redis cannot be reached.
         """
         now = redis_time(self.r)
-        with self.r.pipeline() as p:
+        with self.r.pipeline(transaction=False) as p:     # two independent writes: no MULTI/EXEC
             p.set(keys.worker(worker_id), json.dumps({**info, "beat_at": now}), px=int(self.ttl_s * 1000))
             p.zadd(keys.workers(), {worker_id: now})
             p.execute()

@@ -63,7 +63,21 @@ class Recorded:
 
     finalize_token: int | None = None
     quarantined: tuple[str, ...] = ()
+    # Other workers' proofs this worker is to verify now (independent checks as proofs are
+    # recorded, so that finalize verifies only the rest): ToCheck items.
+    to_check: tuple["ToCheck", ...] = field(default=(), compare=False)
     kind: ClassVar[str] = "recorded"
+
+
+@dataclass(frozen=True)
+class ToCheck:
+    """Another worker's recorded proof to verify: its partition, the token it was recorded
+    under, its witness (sha256) and the result as its worker stored it (JSON text)."""
+
+    index: int
+    token: int
+    witness: str
+    result: str
 
 
 @dataclass(frozen=True)
@@ -142,7 +156,9 @@ class SlotRecord:
 
 @dataclass(frozen=True)
 class Proved:
-    """A recorded partition result (as its worker stored it) and the witness it proves."""
+    """A recorded partition result (as its worker stored it), the witness it proves, and
+    whether a worker other than its producer verified it already (under its current token)."""
 
     result: dict
     witness: str
+    checked: bool = False

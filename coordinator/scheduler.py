@@ -29,7 +29,7 @@ from .jobs import Priority
 from .keys import FINALIZE_SLOT
 from .registry import Registry
 from .replies import (Check, Claimed, JobFiles, Lost, Parked, Proved, Recorded, Reply, Reproved, Resend, Sent,
-                      SlotRecord, Submitted)
+                      SlotRecord, Submitted, ToCheck)
 from .transitions import Outcome, Transitions
 
 log = logging.getLogger("zkqueue.scheduler")
@@ -101,15 +101,27 @@ class Scheduler:
         self._send_message(job_id, str(slot), token, route_to=route_to, priority=priority)
         self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=[[str(slot), token]])
 
-    def send_all(self, job_id: str, slots, token: int, *, priority: int) -> None:
+    def send_all(self, job_id: str, slots, token: int, *, priority: int, batch: int = 1) -> None:
         """Sends the message of each of `slots` (all under `token`), then marks them queued
         MARK_CHUNK at a time: one transition per chunk rather than one per slot. A crash
         before a chunk is marked leaves its slots `sending`, and the reaper sends them again
-        (a duplicate message is stale or finds its slot busy)."""
+        (a duplicate message is stale or finds its slot busy).
+
+        `batch` > 1 (partitions only, consecutive indices): one prove_batch message per
+        `batch` partitions rather than one per partition; its worker claims them in one
+        transition (claim_batch.lua's range mode)."""
+        slots = [str(slot) for slot in slots]
+        if batch > 1 and any(keys.slot_kind(slot) != "prove" for slot in slots):
+            raise ValueError("only partitions are sent in batches")
         chunk: list[list] = []
-        for slot in slots:
-            self._send_message(job_id, str(slot), token, priority=priority)
-            chunk.append([str(slot), token])
+        step = max(1, batch)
+        for at in range(0, len(slots), step):
+            group = slots[at:at + step]
+            if len(group) > 1:
+                self.sender.send_batch(job_id, int(group[0]), len(group), token, priority=priority)
+            else:
+                self._send_message(job_id, group[0], token, priority=priority)
+            chunk.extend([slot, token] for slot in group)
             if len(chunk) >= MARK_CHUNK:
                 self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=chunk)
                 chunk = []
@@ -156,11 +168,11 @@ class Scheduler:
 
     def submit(self, job_id: str, *, request_id: str | None, priority: Priority, zkey_sha: str,
                witnesses: list[tuple[str, str]] = (), inputs: list[tuple[str, str]] = (), wasm_sha: str = "",
-               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False) -> Submitted:
+               wasm_name: str = "", r1cs_sha: str = "", all_or_nothing: bool = False, batch: int = 1) -> Submitted:
         """Creates the job and sends its first messages: one per partition (`witnesses`:
-        (sha256, file name) pairs), or with `inputs` (the same pairs of input JSON) one
-        witness to compute per partition. Returns the job created, or the earlier job of
-        `request_id` (created False)."""
+        (sha256, file name) pairs; `batch` > 1: one per `batch` consecutive partitions), or
+        with `inputs` (the same pairs of input JSON) one witness to compute per partition.
+        Returns the job created, or the earlier job of `request_id` (created False)."""
         out = self.transitions.run("submit", job_id, FINALIZE_SLOT, request_id=request_id or "",
                                    priority=priority.value, zkey=zkey_sha,
                                    witnesses=[{"sha": sha, "name": name} for sha, name in witnesses],
@@ -170,7 +182,7 @@ class Scheduler:
         submitted = Submitted(out.detail[0], created=out.kind == "created")
         if submitted.created:
             first = [keys.synth_slot(i) for i in range(len(inputs))] if inputs else range(len(witnesses))
-            self.send_all(job_id, first, 1, priority=priority.broker_priority)
+            self.send_all(job_id, first, 1, priority=priority.broker_priority, batch=1 if inputs else batch)
         return submitted
 
     def record_key_shape(self, zkey_sha: str, shape: dict) -> None:
@@ -206,14 +218,17 @@ class Scheduler:
         return _reply(out)
 
     def claim_batch(self, job_id: str, index: int, token: int, worker: str, pid: int, *, max_batch: int,
-                    fingerprint_id: str = "", run_s: float | None = None) -> BatchClaim:
+                    fingerprint_id: str = "", run_s: float | None = None, count: int = 0) -> BatchClaim:
         """Starts attempts on partition `index` (under `token`, as claim() would) and on up to
         `max_batch` - 1 queued partitions of the same job after it, each under its own token
         (coordinator/lua/claim_batch.lua). Every member's attempt is overdue after `run_s`
-        (the whole batch's time; default: the configured partition timeout)."""
+        (the whole batch's time; default: the configured partition timeout).
+
+        `count` > 0 (a prove_batch message): partitions index .. index + count - 1 instead,
+        each one still waiting under `token` (kind "none" when no member could be taken)."""
         out = self._run("claim_batch", job_id, index, token=token, worker=worker, pid=pid,
                         fingerprint=fingerprint_id, max_batch=max(1, int(max_batch)),
-                        scan=BATCH_SCAN_FACTOR * max(1, int(max_batch)),
+                        scan=BATCH_SCAN_FACTOR * max(1, int(max_batch)), count=max(0, int(count)),
                         run_s=self.settings.partition_timeout_s if run_s is None else run_s)
         return BatchClaim.from_reply(out.kind, out.detail)
 
@@ -230,25 +245,59 @@ class Scheduler:
         return [out.kind, *out.detail]
 
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
-               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0
-               ) -> Recorded | Reply:
+               fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0,
+               checked: list[tuple[int, int]] = (), take: int = 0) -> Recorded | Reply:
         """Stores a partition's proof once (sending finalize when every partition has now
         ended); strikes the fingerprints whose proofs of this partition failed; folds the
         timings into the runtime averages (in the same transition). Returns Recorded, or
-        Reply "duplicate", "stale" or "job_over"."""
+        Reply "duplicate", "stale" or "job_over".
+
+        Independent checks ride along: `checked` marks other workers' proofs of this job this
+        worker verified valid ((index, token) pairs), and up to `take` proofs of other
+        workers come back in Recorded.to_check for this worker to verify."""
         out, elected = self._elect(job_id, self.transitions.run(
             "record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
             build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
-            key_load_s=key_load_s))
+            key_load_s=key_load_s, checked=[[int(i), int(t)] for i, t in checked], take=int(take)))
         if out.kind != "recorded":
             return _reply(out)
+        fps, to_check = _split_checks(out.detail)
         quarantined: tuple[str, ...] = ()
-        if out.detail:      # the fingerprints whose proofs of this partition failed before
-            struck = self.transitions.run("strike", job_id, index, fingerprints=list(out.detail),
+        if fps:      # the fingerprints whose proofs of this partition failed before
+            struck = self.transitions.run("strike", job_id, index, fingerprints=list(fps),
                                           confirmed_by=fingerprint.get("id", ""))
             # strike.lua answers a bare list of the fingerprints it quarantined (maybe empty).
             quarantined = (struck.kind, *struck.detail) if struck.kind else ()
-        return Recorded(finalize_token=elected, quarantined=quarantined)
+        return Recorded(finalize_token=elected, quarantined=quarantined, to_check=to_check)
+
+    def record_batch(self, job_id: str, members: list[tuple[int, int, dict]], worker: str, *, fingerprint: dict,
+                     runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0,
+                     checked: list[tuple[int, int]] = (), take: int = 0) -> dict[int, Recorded | Reply]:
+        """record() of several members of a batch ((index, token, payload) each; `prove_s`:
+        seconds per proof) in one transition (record_batch.lua). Returns by index what
+        record() would have: Recorded (the one that elected finalize holds its token; every
+        one holds the same to_check), or Reply "duplicate", "stale" or "job_over"."""
+        out, elected = self._elect(job_id, self.transitions.run(
+            "record_batch", job_id, members[0][0], worker=worker,
+            members=[[int(i), int(t), json.dumps(payload)] for i, t, payload in members],
+            build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
+            key_load_s=key_load_s, checked=[[int(i), int(t)] for i, t in checked], take=int(take)))
+        if out.kind != "batch":
+            return {int(i): _reply(out) for i, _, _ in members}
+        verdicts, to_check = _split_checks(out.detail)
+        replies: dict[int, Recorded | Reply] = {}
+        for (index, _, _), verdict in zip(members, verdicts):
+            kind, _, fps = verdict.partition(":")
+            if kind != "recorded":
+                replies[int(index)] = Reply(kind, "")
+                continue
+            quarantined: tuple[str, ...] = ()
+            if fps:     # the fingerprints whose proofs of this partition failed before
+                struck = self.transitions.run("strike", job_id, index, fingerprints=fps.split(","),
+                                              confirmed_by=fingerprint.get("id", ""))
+                quarantined = (struck.kind, *struck.detail) if struck.kind else ()
+            replies[int(index)] = Recorded(finalize_token=elected, quarantined=quarantined, to_check=to_check)
+        return replies
 
     def witness_ready(self, job_id: str, index: int, token: int, worker: str, witness_sha: str,
                       synth_s: float) -> Sent | Reply:
@@ -512,13 +561,43 @@ class Scheduler:
         return [_slot_record(*(_text(v) for v in row)) for row in rows]
 
     def proved(self, job_id: str) -> dict[int, Proved]:
-        """Every recorded partition result of the job, with the witness it proves, by index."""
-        results = {int(k): json.loads(v) for k, v in self.r.hgetall(keys.results(job_id)).items()}
+        """Every recorded partition result of the job, with the witness it proves and whether
+        another worker verified it already (its check mark's token is the partition's current
+        one), by index."""
+        with self.r.pipeline(transaction=False) as p:
+            p.hgetall(keys.results(job_id))
+            p.hgetall(keys.checked(job_id))
+            raw, marks = p.execute()
+        results = {int(k): json.loads(v) for k, v in raw.items()}
+        marks = {int(k): int(v) for k, v in marks.items()}
         with self.r.pipeline(transaction=False) as p:
             for i in sorted(results):
-                p.hget(keys.slot(job_id, i), "witness")
-            witnesses = p.execute()
-        return {i: Proved(results[i], _text(w)) for i, w in zip(sorted(results), witnesses)}
+                p.hmget(keys.slot(job_id, i), "witness", "token")
+            rows = p.execute()
+        return {i: Proved(results[i], _text(w), checked=marks.get(i) == int(t or 0))
+                for i, (w, t) in zip(sorted(results), rows)}
+
+    def to_verify(self, job_id: str) -> tuple[dict[int, Proved], int]:
+        """The recorded results of the job that no worker other than their producer verified
+        under their current token (finalize's share), with their witnesses, by index; and how
+        many results the job holds in all. Only those results are read: not every proof."""
+        with self.r.pipeline(transaction=False) as p:
+            p.hkeys(keys.results(job_id))
+            p.hgetall(keys.checked(job_id))
+            names, marks = p.execute()
+        indices = sorted(int(k) for k in names)
+        marks = {int(k): int(v) for k, v in marks.items()}
+        with self.r.pipeline(transaction=False) as p:
+            for i in indices:
+                p.hmget(keys.slot(job_id, i), "witness", "token")
+            rows = p.execute()
+        todo = [(i, _text(w)) for i, (w, t) in zip(indices, rows) if marks.get(i) != int(t or 0)]
+        out: dict[int, Proved] = {}
+        for at in range(0, len(todo), 1000):
+            chunk = todo[at:at + 1000]
+            raw = self.r.hmget(keys.results(job_id), [i for i, _ in chunk])
+            out.update({i: Proved(json.loads(v), w) for (i, w), v in zip(chunk, raw) if v is not None})
+        return out, len(indices)
 
     def quarantined(self) -> dict[str, dict]:
         """The quarantined fingerprints: id -> what strike.lua recorded (fingerprint, strikes,
@@ -569,6 +648,17 @@ def has_room(beat: dict, needs: dict) -> bool:
     if memory["capacity_bytes"] < needs.get(backend, 0):
         return False
     return backend != "cuda" or memory.get("device_total_bytes", 0) >= needs.get("device", 0)
+
+
+def _split_checks(detail: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[ToCheck, ...]]:
+    """A record's reply detail: what comes before 'check', and the ToCheck items after it
+    (index, token, witness, result, ...)."""
+    if "check" not in detail:
+        return detail, ()
+    at = detail.index("check")
+    rest = detail[at + 1:]
+    return detail[:at], tuple(ToCheck(int(rest[k]), int(rest[k + 1]), rest[k + 2], rest[k + 3])
+                              for k in range(0, len(rest) - 3, 4))
 
 
 def _text(v) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -17,6 +18,9 @@ from zkqueue.config import ProcessSettings, Settings
 from zkqueue.coordinator.scheduler import Scheduler
 from zkqueue.coordinator.store import ArtifactStore
 from zkqueue.workers import faults
+
+# How often one process folds a key's measured proving time into the fleet's average.
+RUNTIME_FOLD_S = 5.0
 from zkqueue.workers.devices import Device
 from zkqueue.workers.fingerprint import fingerprint
 from zkqueue.workers.proving import PartitionProver
@@ -45,6 +49,10 @@ class Context:
         self.worker_id = identity.worker_id
         self.pid = os.getpid()
         self._shapes: dict = {}
+        self._folded: dict[str, float] = {}     # runtime field -> when this process last folded into it
+        # job -> (index, token) of other workers' proofs this worker verified valid, sent with
+        # its next record of the job (tasks/checks.py).
+        self.check_marks: dict[str, list[tuple[int, int]]] = {}
 
     @cached_property
     def scheduler(self) -> Scheduler:
@@ -86,6 +94,18 @@ class Context:
         if zkey_sha not in self._shapes:
             self._shapes[zkey_sha] = KeyShape.from_fields(self.scheduler.key_shape(zkey_sha))
         return self._shapes[zkey_sha]
+
+    def runtime_field(self, zkey_sha: str, key_load_s: float) -> str:
+        """The runtime average a record of this key folds its timings into ("" for none): at
+        most once per RUNTIME_FOLD_S per key from this process (and whenever it loaded the
+        key), not at every record; the averages set how long attempts may run, and are read
+        at most that often anyway (Scheduler.measured_runtime)."""
+        field = f"{zkey_sha}|{self.device_class}"
+        now = time.monotonic()
+        if key_load_s > 0 or now - self._folded.get(field, -RUNTIME_FOLD_S) >= RUNTIME_FOLD_S:
+            self._folded[field] = now
+            return field
+        return ""
 
     def run_s(self, zkey_sha: str, proofs: int = 1) -> float:
         """How long an attempt on this key may run here before it counts as hung: a multiple

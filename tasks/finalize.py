@@ -1,4 +1,6 @@
-"""finalize(job, token): verify every partition proof (batched) before the job is done.
+"""finalize(job, token): verify every partition proof (batched) before the job is done: those
+no other worker verified as they were recorded (tasks/checks.py), so that the time from the
+last proof to the result does not grow with the job's size.
 
 An invalid proof is never returned: its partition is re-enqueued on another worker (that
 worker's own queue) and the producing worker's fingerprint is recorded on the job.
@@ -13,11 +15,9 @@ import time
 from zkqueue.coordinator.broker import TASK_FINALIZE
 from zkqueue.coordinator.keys import FINALIZE_SLOT
 from zkqueue.coordinator.replies import Claimed
-from zkqueue.groth16.errors import Groth16Error
-from zkqueue.groth16.formats.jsonfiles import proof_from_json
 from zkqueue.workers.lease import LeaseKeeper
 
-from . import context
+from . import checks, context
 from .app import app
 from .handoff import retry_after, turn_away
 
@@ -25,39 +25,15 @@ log = logging.getLogger("zkqueue.finalize")
 
 
 def _check_all(ctx: context.Context, job_id: str, zkey_sha: str) -> tuple[list[dict], float]:
-    """Checks every recorded proof (the partitions that failed alone have none): (the invalid
-    ones, seconds spent verifying)."""
-    from zkqueue.groth16 import verifier
-    from zkqueue.groth16.formats.wtns import read_wtns
-
-    proved = ctx.scheduler.proved(job_id)
-    key, _ = ctx.prover.key(zkey_sha, lambda: ctx.store.local_path(zkey_sha))
+    """Checks every recorded proof (the partitions that failed alone have none) that no worker
+    other than its producer verified already (tasks/checks.py): (the invalid ones, seconds
+    spent verifying)."""
+    todo, total = ctx.scheduler.to_verify(job_id)
     t0 = time.perf_counter()
-    bad, checked, proofs, publics = [], [], [], []
-    for i, item in sorted(proved.items()):
-        res = item.result
-        # The public signals must be the witness's own, not whatever the worker reported.
-        expected = [str(s) for s in read_wtns(ctx.store.local_path(item.witness)).public_signals(key.n_public)]
-        try:
-            proof = proof_from_json(res["proof"], source=f"partition {i}'s proof")
-            if proof.curve is not key.curve:
-                raise ValueError(f"a proof on {proof.curve.name}, the key is on {key.curve.name}")
-            if res["public"] != expected:
-                raise ValueError("public signals differ from the witness's")
-        except (ValueError, KeyError, TypeError, Groth16Error) as exc:
-            # One worker's bad result is that worker's fault: re-prove it, never fail the job.
-            bad.append({"index": i, "worker": res["worker"], "fingerprint": res["fingerprint"],
-                        "reason": f"malformed result: {exc}"})
-            continue
-        checked.append((i, res))
-        proofs.append(proof)
-        publics.append([int(s) for s in expected])
-    if proofs:
-        for (i, res), ok in zip(checked, verifier.verify_batch(key.verification_key, proofs, publics)):
-            if not ok:
-                bad.append({"index": i, "worker": res["worker"], "fingerprint": res["fingerprint"],
-                            "reason": "proof does not verify"})
-    return sorted(bad, key=lambda b: b["index"]), time.perf_counter() - t0
+    items = [(i, item.result, item.witness) for i, item in sorted(todo.items())]
+    bad, _ = checks.verify_results(ctx, zkey_sha, items) if items else ([], [])
+    log.info("job %s: %d proofs verified as they were recorded, %d here", job_id, total - len(items), len(items))
+    return bad, time.perf_counter() - t0
 
 
 def run_finalize(job_id: str, token: int) -> str:

@@ -18,13 +18,13 @@ import logging
 import os
 
 from zkqueue.coordinator import keys
-from zkqueue.coordinator.broker import TASK_PROVE
-from zkqueue.coordinator.replies import Claimed, SlotRecord
+from zkqueue.coordinator.broker import TASK_PROVE, TASK_PROVE_BATCH
+from zkqueue.coordinator.replies import Claimed, Recorded, SlotRecord
 from zkqueue.workers import metrics
 from zkqueue.workers.lease import LeaseKeeper
 from zkqueue.workers.proving import SelfCheckFailed
 
-from . import context
+from . import checks, context
 from .affinity import hand_to_holder, holding_published
 from .app import app
 from .batch import run_batch
@@ -79,9 +79,31 @@ def _prove(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: 
     timings = dict(proved.timings_s, queued_s=started_at - slot.enqueued_at)
     payload = {"proof": proved.proof, "public": proved.public, "fingerprint": ctx.fingerprint,
                "timings_s": timings, "worker": ctx.worker_id, "attempt": attempt}
-    return s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
-                    runtime_field=f"{zkey_sha}|{ctx.device_class}", prove_s=proved.timings_s["prove_s"],
-                    key_load_s=proved.timings_s["key_load_s"]).kind
+    recorded = s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
+                        runtime_field=ctx.runtime_field(zkey_sha, proved.timings_s["key_load_s"]),
+                        prove_s=proved.timings_s["prove_s"],
+                        key_load_s=proved.timings_s["key_load_s"], checked=checks.take_marks(ctx, job_id),
+                        take=checks.TAKE_PER_PROOF)
+    if isinstance(recorded, Recorded):
+        checks.check_others(ctx, job_id, zkey_sha, recorded.to_check)
+    return recorded.kind
+
+
+def run_partitions(job_id: str, index: int, count: int, token: int) -> str:
+    """The body of prove_batch: partitions index .. index + count - 1, sent in one message
+    under `token`, claimed in one transition and proved as a batch, whatever this worker's own
+    batch size (the client sends batches only for keys small enough to batch)."""
+    ctx = context.get()
+    zkey_sha = ctx.scheduler.job_files(job_id).zkey
+    if zkey_sha:
+        refused = _admit(ctx, job_id, index, token, zkey_sha)
+        if refused:
+            # Too big for this worker: each partition goes on as the first did.
+            for i in range(index + 1, index + count):
+                _admit(ctx, job_id, i, token, zkey_sha)
+            return refused
+    return run_batch(ctx, job_id, index, token, zkey_sha, count, after_failed_self_check=after_failed_self_check,
+                     count=count)
 
 
 def _batch_limit(ctx: context.Context, zkey_sha: str) -> int:
@@ -184,3 +206,9 @@ def _broken_constraint(ctx: context.Context, job_id: str, index: int, slot: Slot
 def prove_partition(job_id: str, index: int, token: int = 1) -> str:
     """Proves partition `index` of `job_id` if `token` is still its current one."""
     return run_partition(job_id, int(index), int(token))
+
+
+@app.task(name=TASK_PROVE_BATCH, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def prove_batch(job_id: str, index: int, count: int, token: int = 1) -> str:
+    """Proves partitions index .. index + count - 1 of `job_id` that still wait under `token`."""
+    return run_partitions(job_id, int(index), int(count), int(token))

@@ -24,7 +24,7 @@ def _sched(queue, **kw):
 def _record(sched, job_id, index, token, worker):
     """record.lua alone (the façade would also send finalize)."""
     return sched.transitions.run("record", job_id, index, token=token, worker=worker, payload=PAYLOAD, build="b",
-                                    field="", prove_s=0.0, key_load_s=0.0).kind
+                                    field="", prove_s=0.0, key_load_s=0.0, checked=[], take=0).kind
 
 
 def test_one_transition_claims_b_partitions_each_with_its_own_token_attempt_and_lease(queue):

@@ -130,6 +130,9 @@ FLEET_VARS = (
     Var("overdue_factor", float, 4.0, FLEET,
         "an attempt running this many times the measured proving time (key load included) is hung: reassigned"),
     Var("overdue_min_s", float, 10.0, FLEET, "... but never sooner than this"),
+    Var("submit_batch", int, 1, FLEET,
+        "a client sends one broker message per this many partitions of a key up to 2^16 constraints "
+        "(its worker claims them in one transition); 1: one message per partition"),
     Var("stop_grace_s", float, 5.0, FLEET,
         "a stopped attempt still inside a kernel call after this long gets its process restarted"),
 )
@@ -306,6 +309,8 @@ class Settings(_Frozen):
                 "is overdue", expected=f"< {self.task_time_limit_s:g}", found=self.partition_timeout_s)
         if self.quarantine_after < 1:
             raise ConfigError("quarantine_after must be >= 1", expected=">= 1", found=self.quarantine_after)
+        if self.submit_batch < 1:
+            raise ConfigError("submit_batch must be >= 1", expected=">= 1", found=self.submit_batch)
         if self.heartbeat_interval_s >= self.heartbeat_ttl_s:
             raise ConfigError("heartbeat_interval_s must be below heartbeat_ttl_s",
                               expected=f"< {self.heartbeat_ttl_s:g}", found=self.heartbeat_interval_s)

@@ -136,10 +136,48 @@ local function progress_notice(what, notified_at)
     redis.call('PUBLISH', channel, what)
   end
 end
-local function event(fields)
+local function event_json(fields)
   if fields.slot == nil then fields.slot = index_of(slot) end
   fields.at = now
-  redis.call('RPUSH', K.events, cjson.encode(fields))
+  return cjson.encode(fields)
+end
+local function event(fields)
+  redis.call('RPUSH', K.events, event_json(fields))
+end
+-- Many slots' events (event_json's) in one RPUSH, and many members added to a sorted set in
+-- one ZADD: a batch's transition costs a few commands more than one slot's, not B times as
+-- many.
+local function push_events(encoded)
+  for i = 1, #encoded, 1000 do
+    redis.call('RPUSH', K.events, unpack(encoded, i, math.min(i + 999, #encoded)))
+  end
+end
+local function zadd_all(key, score, members)
+  for i = 1, #members, 500 do
+    local args = {}
+    for k = i, math.min(i + 499, #members) do
+      table.insert(args, score)
+      table.insert(args, members[k])
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+end
+-- Notes that `build` proves `zkey` validly (suspect.lua weighs it): once per job and build
+-- (`marked`: the job's valid_builds field, as the caller read it), not once per proof.
+local function mark_valid(zkey, build, marked)
+  if contains(marked, build) then return end
+  local valid_key = C.prefix .. ':valid:' .. tostring(zkey)
+  redis.call('HSET', valid_key, build, now_s)
+  redis.call('EXPIRE', valid_key, math.max(1, math.floor(S.result_ttl_s)))
+  local list = marked or ''
+  if list ~= '' then list = list .. ' ' end
+  redis.call('HSET', K.job, 'valid_builds', list .. build)
+end
+-- The moving average of `field` in the runtime hash `key`, which sets how long later attempts
+-- of this key on this kind of device may run.
+local function fold_runtime(key, field, seconds)
+  local old = tonumber(hget(key, field) or '')
+  redis.call('HSET', key, field, string.format('%.6f', old and (0.7 * old + 0.3 * seconds) or seconds))
 end
 -- Calls fn(slot) for every slot of the job: each partition, each witness, finalize.
 -- A job submitted with witnesses (submit.lua's `inputs` '0') has no witness slots.
@@ -166,7 +204,7 @@ end
 -- An ended job's keys live on for result_ttl_s.
 local function expire_job()
   local ttl = math.max(1, math.floor(S.result_ttl_s))
-  for _, suffix in ipairs({'', ':results', ':events', ':bad'}) do
+  for _, suffix in ipairs({'', ':results', ':events', ':bad', ':checked', ':unchecked'}) do
     redis.call('EXPIRE', job_prefix .. suffix, ttl)
   end
   each_slot(function(s) redis.call('EXPIRE', slot_key(s), ttl) end)
@@ -225,10 +263,13 @@ end
 -- Every partition has ended (proved or failed): elect the finalize step (HSETNX
 -- finalize_sent) when some were proved, or fail the job when none was. The elected token is
 -- handed back through done().
-settle = function()
-  local f = redis.call('HMGET', K.job, 'n', 'failed')
+-- `n`, `failed` and `proved` (the partitions holding a result: c:prove:proved while the job is
+-- live): the job's figures, when the caller knows them already in this script.
+settle = function(n, failed, proved)
+  local f = {n, failed}
+  if n == nil then f = redis.call('HMGET', K.job, 'n', 'failed') end
   local n = tonumber(f[1])
-  local proved = redis.call('HLEN', job_prefix .. ':results')
+  proved = proved or redis.call('HLEN', job_prefix .. ':results')
   local failed = tonumber(f[2] or '0')
   if proved + failed < n then return end
   if proved == 0 then
@@ -261,6 +302,50 @@ local function source_of(p)
   local name = hget(slot_key(p), 'witness_name')
   if name and name ~= '' then return name end
   return tostring(hget(slot_key('s' .. p), 'input_name'))
+end
+
+-- Independent checks as proofs are recorded, so that finalize verifies only what no other
+-- worker has. `checked`: {index, token} pairs of other workers' proofs this worker verified
+-- valid (finalize trusts a mark only while its token is the partition's current one);
+-- `fresh`: "index|token|worker|witness" entries of the proofs just recorded; `take`: how many
+-- entries of other workers' proofs to hand this worker to verify. Returns them as
+-- index, token, witness, result JSON, ... (a proof is never handed to its own producer: those
+-- go back to the list).
+local function exchange_checks(checked, fresh, take, worker)
+  local list = job_prefix .. ':unchecked'
+  if #checked > 0 then
+    local marks = {}
+    for _, pair in ipairs(checked) do
+      table.insert(marks, tostring(pair[1]))
+      table.insert(marks, tostring(pair[2]))
+    end
+    redis.call('HSET', job_prefix .. ':checked', unpack(marks))
+  end
+  local out = {}
+  local got = take > 0 and redis.call('LPOP', list, take) or false
+  if got then
+    local own, fields, items = {}, {}, {}
+    for _, entry in ipairs(got) do
+      local i, token, producer, witness = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+      if producer == worker then
+        table.insert(own, entry)
+      else
+        table.insert(items, {i, token, witness})
+        table.insert(fields, i)
+      end
+    end
+    if #own > 0 then redis.call('RPUSH', list, unpack(own)) end
+    if #fields > 0 then
+      local payloads = redis.call('HMGET', job_prefix .. ':results', unpack(fields))
+      for k, item in ipairs(items) do
+        if payloads[k] then      -- a result dropped meanwhile (re-proved) is finalize's to check
+          for _, v in ipairs({item[1], item[2], item[3], payloads[k]}) do table.insert(out, v) end
+        end
+      end
+    end
+  end
+  if #fresh > 0 then redis.call('RPUSH', list, unpack(fresh)) end
+  return out
 end
 
 -- Why this worker may not start an attempt on this slot, as claim.lua replies (stale, busy,

@@ -3,17 +3,19 @@
 -- runtime averages (fold_runtime), and, when every partition has now ended, elects the
 -- finalize step (in the same script: a worker dying between storing the last proof and
 -- electing would leave nobody to finalize).
--- args: token worker payload build field prove_s key_load_s
+-- args: token worker payload build field prove_s key_load_s checked take
 -- keys: runtime
 -- payload: the result as JSON text (proof, public signals, fingerprint, timings, worker);
 -- build: the recording worker's kernel build hash; field: "{zkey sha256}|{device class}"
--- ('' = measure nothing), prove_s and key_load_s (0: the key was loaded already) its timings.
+-- ('' = measure nothing), prove_s and key_load_s (0: the key was loaded already) its timings;
+-- checked and take: the independent checks this worker made and takes (exchange_checks).
 -- Returns {'recorded', fingerprints...} where the fingerprints are those whose proofs of this
 -- partition failed before (the caller strikes them: strike.lua), with "finalize=<token>" last
--- when it elected finalize; or {'duplicate'}, {'stale'}, {'job_over'}.
-local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at')
+-- when it elected finalize, and after 'check' the proofs of other workers to verify
+-- (exchange_checks: index, token, witness, result, ...); or {'duplicate'}, {'stale'}, {'job_over'}.
+local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved')
 if not live(j[1]) then return {'job_over'} end
-local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps')
+local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
 if tostring(f[1]) ~= tostring(A.token) or f[2] ~= 'running' or f[3] ~= A.worker then return {'stale'} end
 local results = job_prefix .. ':results'
 if redis.call('HSETNX', results, slot, A.payload) == 0 then return {'duplicate'} end
@@ -24,20 +26,18 @@ redis.call('HSET', K.slot, 'state', 'proved', 'finished_at', now_s, 'producer', 
 redis.call('ZREM', K.deadlines, member)
 event({event = 'proved', attempt = tonumber(f[4] or '0'), worker = A.worker})
 progress_notice('proved', j[3])
-local valid_key = C.prefix .. ':valid:' .. tostring(j[2])
-redis.call('HSET', valid_key, A.build, now_s)
-redis.call('EXPIRE', valid_key, math.max(1, math.floor(S.result_ttl_s)))
--- The moving averages of this key on this kind of device, which set how long later attempts
--- may run.
-local function fold_runtime(field, seconds)
-  local old = tonumber(hget(K.runtime, field) or '')
-  redis.call('HSET', K.runtime, field, string.format('%.6f', old and (0.7 * old + 0.3 * seconds) or seconds))
-end
+mark_valid(j[2], A.build, j[4])
 if A.field ~= '' then
-  fold_runtime(A.field, A.prove_s)
-  if A.key_load_s > 0 then fold_runtime(A.field .. '|load', A.key_load_s) end
+  fold_runtime(K.runtime, A.field, A.prove_s)
+  if A.key_load_s > 0 then fold_runtime(K.runtime, A.field .. '|load', A.key_load_s) end
 end
-settle()
+settle(j[5], j[6], tonumber(j[7] or '0') + 1)
 local out = {'recorded'}
 for _, fp in ipairs(words(f[5])) do table.insert(out, fp) end
+local to_check = exchange_checks(A.checked, {slot .. '|' .. tostring(A.token) .. '|' .. A.worker .. '|' .. tostring(f[6])},
+                                 elected and 0 or A.take, A.worker)     -- none after the last proof
+if #to_check > 0 then
+  table.insert(out, 'check')
+  for _, v in ipairs(to_check) do table.insert(out, v) end
+end
 return done(out)

@@ -9,6 +9,8 @@
 -- deadline: the reaper takes it) or 'lost' (someone else holds it now).
 if not live(hget(K.job, 'state')) then return {'job_over'} end
 local out = {}
+-- New lease deadlines, grouped (a batch's members share their run deadline): one ZADD each.
+local by_deadline = {}
 for _, pair in ipairs(A.members) do
   local s, token = tostring(pair[1]), tostring(pair[2])
   local f = redis.call('HMGET', slot_key(s), 'token', 'state', 'worker', 'run_deadline')
@@ -19,10 +21,13 @@ for _, pair in ipairs(A.members) do
       verdict = 'overdue'
     else
       -- A running slot's one deadline is its lease, in zkq:deadlines (claim took it off zkq:checks).
-      redis.call('ZADD', K.deadlines, math.min(now + S.lease_ttl_s, run_deadline), member_of(s))
+      local t = string.format('%.6f', math.min(now + S.lease_ttl_s, run_deadline))
+      by_deadline[t] = by_deadline[t] or {}
+      table.insert(by_deadline[t], member_of(s))
       verdict = 'ok'
     end
   end
   table.insert(out, verdict)
 end
+for t, members in pairs(by_deadline) do zadd_all(K.deadlines, t, members) end
 return out

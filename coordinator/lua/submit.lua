@@ -22,13 +22,13 @@ redis.call('HSET', K.job, 'state', 'queued', 'priority', A.priority, 'zkey', A.z
 redis.call('HSET', K.slot, 'token', 0, 'attempts', 0)
 move(slot, 'idle')
 -- The slots are new: their states are counted once per kind and state, not slot by slot.
-local counts = {}
+local counts, sending = {}, {}
 local function new_slot(s, state, token, ...)
   redis.call('HSET', slot_key(s), 'state', state, 'token', token, 'attempts', 0, 'enqueued_at', now_s,
              'routed_to', '', ...)
   local c = 'c:' .. kind_of(s) .. ':' .. state
   counts[c] = (counts[c] or 0) + 1
-  if state == 'sending' then redis.call('ZADD', K.deadlines, now + S.send_grace_s, member_of(s)) end
+  if state == 'sending' then table.insert(sending, member_of(s)) end
 end
 for i = 0, n - 1 do
   if #A.inputs > 0 then
@@ -39,5 +39,7 @@ for i = 0, n - 1 do
   end
 end
 for c, count in pairs(counts) do redis.call('HINCRBY', K.job, c, count) end
+-- Every sending slot's send grace, in a few ZADDs rather than one per slot.
+zadd_all(K.deadlines, now + S.send_grace_s, sending)
 redis.call('ZADD', K.jobs, now, job_id)
 return {'created', job_id}

@@ -1,0 +1,65 @@
+-- record_batch.lua: record.lua for several members of a batch one worker proved, in one
+-- transition: each member fenced by its own token (running, held by this worker), each
+-- proof stored once, the counts, deadlines and events of all of them written once.
+-- args: members worker build field prove_s key_load_s checked take
+-- keys: runtime
+-- members: {index, token, payload} triples of this job (payload: the result as JSON text, as
+-- record.lua's); build, field, prove_s (seconds per proof), key_load_s, checked and take: as
+-- record.lua's.
+-- A member already holding a result is a duplicate: nothing of it changes.
+-- Returns {'job_over'}, or {'batch', verdict1, verdict2, ...} in the members' order: 'recorded'
+-- (followed by ':' and the fingerprints, comma separated, whose proofs of that partition
+-- failed before, when there are any: the caller strikes them), 'duplicate' or 'stale'; with
+-- the proofs of other workers to verify after 'check' (as record.lua's), and "finalize=<token>"
+-- last when it elected finalize.
+local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved')
+if not live(j[1]) then return {'job_over'} end
+local results = job_prefix .. ':results'
+local names = {}
+for _, m in ipairs(A.members) do table.insert(names, tostring(m[1])) end
+local held = redis.call('HMGET', results, unpack(names))
+local out = {'batch'}
+local stored, ended, events, fresh = {}, {}, {}, {}
+for i, m in ipairs(A.members) do
+  local s, token = names[i], tostring(m[2])
+  local f = redis.call('HMGET', slot_key(s), 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
+  local verdict = 'stale'
+  if tostring(f[1]) == token and f[2] == 'running' and f[3] == A.worker then
+    if held[i] then
+      verdict = 'duplicate'
+    else
+      table.insert(stored, s)
+      table.insert(stored, m[3])
+      redis.call('HSET', slot_key(s), 'state', 'proved', 'finished_at', now_s, 'producer', A.worker)
+      table.insert(ended, member_of(s))
+      table.insert(fresh, s .. '|' .. token .. '|' .. A.worker .. '|' .. tostring(f[6]))
+      table.insert(events, event_json({event = 'proved', slot = s, attempt = tonumber(f[4] or '0'),
+                                       worker = A.worker}))
+      verdict = 'recorded'
+      local fps = words(f[5])
+      if #fps > 0 then verdict = verdict .. ':' .. table.concat(fps, ',') end
+    end
+  end
+  table.insert(out, verdict)
+end
+if #ended > 0 then
+  redis.call('HSET', results, unpack(stored))
+  redis.call('HINCRBY', K.job, 'c:prove:running', -#ended)
+  redis.call('HINCRBY', K.job, 'c:prove:proved', #ended)
+  -- A running slot's one deadline is its lease, in zkq:deadlines.
+  zrem_all(K.deadlines, ended)
+  push_events(events)
+  progress_notice('proved', j[3])
+  mark_valid(j[2], A.build, j[4])
+  if A.field ~= '' then
+    fold_runtime(K.runtime, A.field, A.prove_s)
+    if A.key_load_s > 0 then fold_runtime(K.runtime, A.field .. '|load', A.key_load_s) end
+  end
+  settle(j[5], j[6], tonumber(j[7] or '0') + #ended)
+end
+local to_check = exchange_checks(A.checked, fresh, elected and 0 or A.take, A.worker)
+if #to_check > 0 then
+  table.insert(out, 'check')
+  for _, v in ipairs(to_check) do table.insert(out, v) end
+end
+return done(out)
