@@ -286,6 +286,20 @@ settle = function(n, failed, proved)
     elected = tostring(resend_slot('finalize', ''))
   end
 end
+-- What recording `added` proofs does besides storing them (record.lua, record_batch.lua): the
+-- progress notice, the build marked valid for this key, the attempt's timings folded into the
+-- runtime averages (`runtime` key; field '' = measure nothing), and the job settled. `j`: the
+-- recorder's HMGET of the job (state, zkey, notified_at, valid_builds, n, failed, proved).
+local function after_recording(j, added, runtime, build, field, prove_s, key_load_s)
+  progress_notice('proved', j[3])
+  mark_valid(j[2], build, j[4])
+  if field ~= '' then
+    fold_runtime(runtime, field, prove_s)
+    if key_load_s > 0 then fold_runtime(runtime, field .. '|load', key_load_s) end
+  end
+  settle(j[5], j[6], tonumber(j[7] or '0') + added)
+end
+
 -- A script's reply, with the finalize token it elected (if any) last, as "finalize=<token>":
 -- the caller (coordinator/scheduler.py) sends that message.
 local function done(reply)

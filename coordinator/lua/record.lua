@@ -25,13 +25,7 @@ redis.call('HSET', K.slot, 'state', 'proved', 'finished_at', now_s, 'producer', 
 -- zkq:checks and zkq:routed; refresh.lua only moves it there).
 redis.call('ZREM', K.deadlines, member)
 event({event = 'proved', attempt = tonumber(f[4] or '0'), worker = A.worker})
-progress_notice('proved', j[3])
-mark_valid(j[2], A.build, j[4])
-if A.field ~= '' then
-  fold_runtime(K.runtime, A.field, A.prove_s)
-  if A.key_load_s > 0 then fold_runtime(K.runtime, A.field .. '|load', A.key_load_s) end
-end
-settle(j[5], j[6], tonumber(j[7] or '0') + 1)
+after_recording(j, 1, K.runtime, A.build, A.field, A.prove_s, A.key_load_s)
 local out = {'recorded'}
 for _, fp in ipairs(words(f[5])) do table.insert(out, fp) end
 local to_check = exchange_checks(A.checked, {slot .. '|' .. tostring(A.token) .. '|' .. A.worker .. '|' .. tostring(f[6])},

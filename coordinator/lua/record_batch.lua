@@ -49,13 +49,7 @@ if #ended > 0 then
   -- A running slot's one deadline is its lease, in zkq:deadlines.
   zrem_all(K.deadlines, ended)
   push_events(events)
-  progress_notice('proved', j[3])
-  mark_valid(j[2], A.build, j[4])
-  if A.field ~= '' then
-    fold_runtime(K.runtime, A.field, A.prove_s)
-    if A.key_load_s > 0 then fold_runtime(K.runtime, A.field .. '|load', A.key_load_s) end
-  end
-  settle(j[5], j[6], tonumber(j[7] or '0') + #ended)
+  after_recording(j, #ended, K.runtime, A.build, A.field, A.prove_s, A.key_load_s)
 end
 local to_check = exchange_checks(A.checked, fresh, elected and 0 or A.take, A.worker)
 if #to_check > 0 then
