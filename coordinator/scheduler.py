@@ -17,6 +17,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -468,15 +469,13 @@ class Scheduler:
                                evicts_needed_key=evicts and mine > 0)
         return best.worker if best else ""
 
-    def died_of_memory(self, worker: str, pid: int, how: str) -> list[tuple[str, str, str]]:
-        """`worker`'s process `pid` was killed by the kernel's OOM killer (`how`: what the
-        counters showed): each attempt it was making goes to another worker without being
-        counted (requeue with refund, `worker` excluded from the slot), and its key is marked
-        too big for `worker` (key_too_big: its admission refuses the key from then on).
-        Returns the (job, slot, outcome) of each such attempt."""
-        self.r.delete(keys.holding(worker))     # its new pool child holds no key yet
-        reason = (f"worker {worker}'s process (pid {pid}) died of memory: killed by the kernel's OOM killer ({how}); "
-                  "its key is too big for that worker (the attempt is not counted)")
+    def died_of_memory(self, worker: str, is_gone: Callable[[int], bool], how: str) -> list[tuple[str, str, str]]:
+        """The kernel's OOM killer took a process of `worker` (`how`: what the counters
+        showed); `is_gone(pid)` says whether one of its processes no longer lives. Each attempt
+        of `worker` whose process is gone goes to another worker without being counted (requeue
+        with refund, `worker` excluded from the slot), and its key is marked too big for
+        `worker` (key_too_big: its admission refuses the key from then on). Returns the (job,
+        slot, outcome) of each such attempt: none while the killed process is still exiting."""
         # The slots not finished: running ones (zkq:deadlines) and queued ones (zkq:checks), where
         # the reaper may have requeued the attempt already, its lease having run out first.
         members = {m.decode() for z in (keys.deadlines(), keys.checks()) for m in self.r.zrange(z, 0, -1)}
@@ -487,10 +486,14 @@ class Scheduler:
             rows = [[_text(v) for v in row] for row in p.execute()]
         out = []
         for m, (state, by, by_pid, token, lost_by, lost_pid) in zip(members, rows):
-            running = state == "running" and by == worker and by_pid == str(pid)
-            requeued = lost_by == worker and lost_pid == str(pid)
+            running = state == "running" and by == worker and by_pid.isdigit() and is_gone(int(by_pid))
+            # requeued by the reaper first (its lease ran out while the kernel reclaimed memory)
+            requeued = lost_by == worker and lost_pid.isdigit() and is_gone(int(lost_pid))
             if not (running or requeued):
                 continue
+            pid = by_pid if running else lost_pid
+            reason = (f"worker {worker}'s process (pid {pid}) died of memory: killed by the kernel's OOM killer "
+                      f"({how}); its key is too big for that worker (the attempt is not counted)")
             job_id, slot = keys.parse_member(m)
             zkey = self.job_files(job_id).zkey
             if zkey and keys.slot_kind(slot) == "prove":
@@ -501,6 +504,8 @@ class Scheduler:
             else:
                 done = _reply(self.transitions.run("refund", job_id, slot, worker=worker, pid=pid, reason=reason))
             out.append((job_id, slot, done.kind))
+        if out:
+            self.r.delete(keys.holding(worker))     # its new pool child holds no key yet
         return out
 
     def mark_key_too_big(self, worker: str, zkey_sha: str) -> None:

@@ -181,7 +181,7 @@ def _queue_link(settings, worker_id: str, consumed: list[str]):
                      leave=lambda: sched.registry.remove(worker_id),
                      waiting=lambda: sched.waiting(consumed),
                      start_reaper=start_reaper,
-                     died_of_memory=lambda pid, how: sched.died_of_memory(worker_id, pid, how))
+                     died_of_memory=lambda is_gone, how: sched.died_of_memory(worker_id, is_gone, how))
 
 
 if __name__ == "__main__":

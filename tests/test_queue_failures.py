@@ -332,8 +332,14 @@ def test_a_worker_whose_consumer_stopped_taking_work_is_replaced(queue):
     # would otherwise make the next test wait for "consumers of the previous test".
     with app.connection_for_write() as conn:
         control = {"destination": [node], "timeout": 5, "connection": conn}
-        for q in app.control.inspect(**control).active_queues()[node]:
-            app.control.cancel_consumer(q["name"], reply=True, **control)
+        # Under load one cancel sometimes leaves a queue listed (1 run in 4 on a loaded 2-core
+        # machine, on main too; cause not found): cancel what is still listed, 5 times at most.
+        for _ in range(5):
+            listed = app.control.inspect(**control).active_queues()[node]
+            if not listed:
+                break
+            for q in listed:
+                app.control.cancel_consumer(q["name"], reply=True, **control)
         assert app.control.inspect(**control).active_queues()[node] == []
 
     job = queue.client().submit(ZKEY, PARTITIONS[:1])

@@ -113,27 +113,37 @@ class DeathWatch:
 
 
 class PoolWatch:
-    """From a worker's main process: its pool children (Celery's prefork pool, where partitions
-    are proved), and which of them the kernel's OOM killer took. The OOM killer picks the
+    """From a worker's main process: whether the kernel's OOM killer took one of its pool
+    children (Celery's prefork pool, where partitions are proved). The OOM killer picks the
     process with the most memory, the pool child proving a partition too big for its limit;
     Celery's main process survives it and forks a new child, so no supervisor sees a death.
-    `check`, called every heartbeat, names the children gone since the last call while the
-    OOM-kill counters of this process's memory group (or the host's) rose."""
+    A child can be forked, take a partition and be killed between two heartbeats, so the watch
+    does not name children it saw: `check` says that this process's memory group counted an
+    OOM kill, and `is_gone` tells the queue which attempts' processes are no longer alive."""
+
+    PATIENCE = 5    # checks a counted kill waits for an attempt of a gone process to show
 
     def __init__(self, children: Callable[[], set[int]]):
         self._children = children
         self._watch = DeathWatch(os.getpid())
-        self._known = children()
+        self._unmatched = 0
 
-    def check(self) -> list[tuple[int, str]]:
-        """(pid, how the counters show it) of each pool child that died of memory since the
-        last call; the counters are read again from then on."""
-        now = self._children()
-        gone, self._known = self._known - now, now
-        if not gone:    # a kill counted before its process is gone is read when it is
-            return []
-        # Its group's counter only: on a shared host, another process's OOM kill must not make
-        # a child that ended otherwise (a SIGKILL, a restart) look like a death of memory.
-        words = self._watch.oom_words(host_wide=False)
-        self._watch = DeathWatch(os.getpid())      # the next kill is measured from here
-        return [(pid, words) for pid in sorted(gone)] if words else []
+    def check(self) -> str:
+        """How the counters show an OOM kill not yet settled, or "". Its group's counter only:
+        on a shared host, another process's OOM kill must not make a child that ended otherwise
+        (a SIGKILL, a restart) look like a death of memory."""
+        return self._watch.oom_words(host_wide=False)
+
+    def is_gone(self, pid: int) -> bool:
+        """Whether `pid` is no longer one of this process's pool children (this process itself,
+        which proves in a solo pool, is not gone while it asks)."""
+        return pid != os.getpid() and pid not in self._children()
+
+    def settled(self, found: bool) -> None:
+        """After a check that showed a kill: `found` attempts of gone processes (the kill is
+        settled: the next one is measured from here), or none yet (a killed process may still
+        be in the process table; after PATIENCE checks the kill is taken as one of no attempt's,
+        e.g. an idle child's)."""
+        self._unmatched = 0 if found else self._unmatched + 1
+        if found or self._unmatched >= self.PATIENCE:
+            self._watch, self._unmatched = DeathWatch(os.getpid()), 0

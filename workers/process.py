@@ -156,7 +156,7 @@ class QueueLink:
     leave: Callable[[], None]                        # take this worker out of the registry
     waiting: Callable[[], int]                       # messages waiting on the queues it consumes
     start_reaper: Callable[[], Callable[[], None]]   # start the reaper thread; returns its stop
-    died_of_memory: Callable[[int, str], None]       # a pool child (pid) was OOM-killed (how the counters say)
+    died_of_memory: Callable[[Callable[[int], bool], str], list]  # pool children OOM-killed: (is_gone, how) -> attempts
 
 
 class WorkerRuntime:
@@ -249,13 +249,17 @@ class WorkerRuntime:
         if self.supervisor_watch:
             self.supervisor_watch.check()
         self.consumer_watch.check()
-        for pid, how in self.pool_watch.check():
-            log.error("worker %s: its pool child (pid %d) died of memory: killed by the kernel's OOM killer (%s)",
-                      self.worker_id, pid, how)
+        how = self.pool_watch.check()
+        if how:
             try:
-                self.queue.died_of_memory(pid, how)
+                found = self.queue.died_of_memory(self.pool_watch.is_gone, how)
             except Exception as exc:  # noqa: BLE001 - Redis down: the reaper requeues it (an attempt spent)
-                log.warning("cannot report the OOM kill of pid %d: %s", pid, exc)
+                log.warning("cannot report an OOM kill of a pool child (%s): %s", how, exc)
+                found = []
+            for job_id, slot, _ in found:
+                log.error("worker %s: its pool child proving %s/%s died of memory: killed by the kernel's OOM killer (%s)",
+                          self.worker_id, job_id, slot, how)
+            self.pool_watch.settled(bool(found))
 
     def on_shutdown(self, **_) -> None:
         """Celery is stopping: stop the threads and leave the registry (nothing, if never ready)."""
