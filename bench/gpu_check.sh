@@ -28,6 +28,10 @@
 #            oracle tests' edge cases (bench/gpu_kernels.py compare)
 #   prove    `zkqueue prove --backend cuda` and `zkqueue verify` on bn128 and bls12381 fixtures,
 #            public signals checked against snarkjs's
+#   bigkey   (with GPU_CHECK_BIG_LOG2=20..24; SKIP without) a real 2^N key made on this machine's
+#            cores (bench/chain_circuit.py, `zkqueue ptau beacon`, `zkqueue zkey new`), proved with
+#            --backend cuda, verified (zkqueue, and snarkjs where node is here); kept where the
+#            queue step's bench/gpu_queue finds it. Not counted in the budget below.
 #   queue    a redis-server of its own, `zkqueue worker` (the GPUs) and `zkqueue worker --cpu 1`,
 #            an 8-partition job; every proof verified, at least one proved by a CUDA worker;
 #            then bench/gpu_queue in what is left of the step's limit (gpu_queue.json: proofs/s,
@@ -328,6 +332,72 @@ if [ $SETUP_OK = 1 ]; then
 else
     step_end FAIL "not run: setup failed"
 fi
+
+# ---- bigkey (optional) ----------------------------------------------------------------------
+# A real key of 2^GPU_CHECK_BIG_LOG2 made here, on this machine's cores: the chain circuit's
+# .r1cs and witness (bench/chain_circuit.py: no circom or node needed), `zkqueue ptau beacon`
+# (TEST MATERIAL: a public beacon), `zkqueue zkey new`, `export-vk`; then `zkqueue prove
+# --backend cuda`, `zkqueue verify`, the public signals against the circuit's, and `snarkjs
+# groth16 verify` where node and snarkjs are here. The key stays in $ZKQUEUE_BENCH_FIXTURES
+# (default ~/.cache/zkqueue/bench-fixtures)/bn128_chain_<log2>, where the queue step's
+# bench/gpu_queue finds it (and a later run reuses it). Its time is its own: the steps after it
+# keep their budgets (the run takes that much longer; GPU_CHECK_BIG_S, default 600, caps it).
+# The dry run makes a 2^10 key in its scratch folder.
+step_begin bigkey 0
+BIG_T0=$(date +%s)
+BIG_LOG2=${GPU_CHECK_BIG_LOG2:-$([ $DRY = 1 ] && echo 10)}
+big_step() (
+    deadline=$(( $(date +%s) + ${GPU_CHECK_BIG_S:-600} ))
+    left() { local l=$(( deadline - $(date +%s) )); echo $(( l > 5 ? l : 5 )); }
+    ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+    if [ $DRY = 1 ]; then dir=$WORK/bigkey/bn128_chain_$BIG_LOG2
+    else dir=${ZKQUEUE_BENCH_FIXTURES:-$HOME/.cache/zkqueue/bench-fixtures}/bn128_chain_$BIG_LOG2; fi
+    made="reused"
+    if [ ! -f "$dir/circuit_final.zkey" ] || [ ! -f "$dir/verification_key.json" ] || [ ! -f "$dir/witness.wtns" ]; then
+        t=$(date +%s%N)
+        timeout "$(left)" "$PY" bench/chain_circuit.py --log2 "$BIG_LOG2" --out "$dir" || { echo "chain_circuit.py failed"; exit 1; }
+        circuit_ms=$(ms_since "$t"); t=$(date +%s%N)
+        timeout "$(left)" "${ZKQ[@]}" -v ptau beacon "$BIG_LOG2" "$dir/pot.ptau" --beacon \
+            0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f --iterations 10 --name fixture-beacon \
+            --threads "$NPROC" || { echo "zkqueue ptau beacon failed"; rm -f "$dir/pot.ptau"; exit 1; }
+        ptau_ms=$(ms_since "$t"); t=$(date +%s%N)
+        timeout "$(left)" "${ZKQ[@]}" -v zkey new "$dir/circuit.r1cs" "$dir/pot.ptau" "$dir/circuit_final.zkey.tmp" \
+            --threads "$NPROC" || { echo "zkqueue zkey new failed"; rm -f "$dir/pot.ptau"; exit 1; }
+        zkey_ms=$(ms_since "$t")
+        rm -f "$dir/pot.ptau"        # 2^24's is ~18 GB
+        mv "$dir/circuit_final.zkey.tmp" "$dir/circuit_final.zkey"
+        "${ZKQ[@]}" export-vk "$dir/circuit_final.zkey" "$dir/verification_key.json" || { echo "export-vk failed"; exit 1; }
+        made="made here: circuit ${circuit_ms} ms, ptau beacon ${ptau_ms} ms, zkey new ${zkey_ms} ms"
+    fi
+    mib=$(( $(stat -c %s "$dir/circuit_final.zkey") >> 20 ))
+    t=$(date +%s%N)
+    timeout "$(left)" "${ZKQ[@]}" -v prove "$dir/circuit_final.zkey" "$dir/witness.wtns" "$WORK/big_proof.json" \
+        "$WORK/big_public.json" --backend cuda || { echo "prove --backend cuda failed"; exit 1; }
+    prove_ms=$(ms_since "$t")
+    "${ZKQ[@]}" verify "$dir/verification_key.json" "$WORK/big_public.json" "$WORK/big_proof.json" \
+        || { echo "zkqueue verify rejected the proof"; exit 1; }
+    "$PY" -c "import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(a!=b)" \
+        "$WORK/big_public.json" "$dir/public.json" || { echo "the public signals are not the circuit's"; exit 1; }
+    snarkjs_cli=${ZKQUEUE_INTEROP_DIR:-$ROOT/.interop}/node_modules/snarkjs/build/cli.cjs
+    if command -v node >/dev/null && [ -f "$snarkjs_cli" ]; then
+        node "$snarkjs_cli" groth16 verify "$dir/verification_key.json" "$WORK/big_public.json" "$WORK/big_proof.json" \
+            | grep -q "OK" || { echo "snarkjs rejected the proof"; exit 1; }
+        sj="snarkjs verify OK"
+    else
+        sj="snarkjs not on this machine (node or $snarkjs_cli missing): zkqueue verify only"
+    fi
+    echo "2^$BIG_LOG2 key ($mib MiB) $made; prove --backend cuda ${prove_ms} ms, zkqueue verify OK, $sj"
+)
+if [ -z "$BIG_LOG2" ]; then
+    step_end SKIP "set GPU_CHECK_BIG_LOG2=20..24 to make a real key here (zkqueue ptau beacon + zkey new) and prove it"
+elif [ $SETUP_OK = 1 ]; then
+    big_step 2>&1 | tee "$WORK/bigkey.out"
+    rc=${PIPESTATUS[0]}
+    step_end "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$(grep -v '^\s*$' "$WORK/bigkey.out" | tail -n1 | cut -c1-300)"
+else
+    step_end FAIL "not run: setup failed"
+fi
+START=$(( START + $(date +%s) - BIG_T0 ))   # the steps after it keep their budgets
 
 # ---- queue --------------------------------------------------------------------------------
 step_begin queue 40

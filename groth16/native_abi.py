@@ -83,6 +83,13 @@ SIGNATURES: dict[str, list] = {
     "zkq_setup_lem_to_u": [c_int, c_int, _addr, c_uint64, _addr, c_int],
     "zkq_setup_sub_u_g1": [c_int, _addr, _addr, c_uint64, _addr, c_int],
     "zkq_setup_scale_g1": [c_int, _addr, c_uint64, _addr, _addr, c_int],
+    # a public-beacon powers of tau (groth16/setup/ptau_beacon.py: zkqueue ptau beacon)
+    "zkq_ptau_table": [c_int, c_int, _addr, c_int, _addr, c_int],
+    "zkq_ptau_points": [c_int, c_int, c_int, _addr, c_int, _addr, c_uint64, c_uint64, _addr, c_int],
+    "zkq_ptau_lem_to_c": [c_int, c_int, _addr, c_uint64, _addr, c_int],
+    "zkq_blake2b_init": [_addr],
+    "zkq_blake2b_update": [_addr, _addr, c_uint64],
+    "zkq_blake2b_final": [_addr, _addr],
     # arithmetic probes for the tests (tests/test_cpu_kernels.py, tests/test_msm_glv.py)
     "zkq_test_field_op": [c_int, c_int, c_int, _addr, _addr, _addr, c_size_t],
     "zkq_test_field_mul": [c_int, c_int, _addr, _addr, _addr, c_size_t],

@@ -3,7 +3,8 @@
 The dry run takes the CUDA backend's real kernels on the host emulation
 (ZKQUEUE_CUDA_EMULATION=1) through the same steps as on a GPU machine: kernel comparisons
 with the CPU backend, `zkqueue prove --backend cuda` and verify on both curves, a real
-redis-server with a CUDA worker and a CPU worker proving an 8-partition job, the timing
+redis-server with a CUDA worker and a CPU worker proving an 8-partition job, a 2^10 key made by
+`zkqueue ptau beacon` + `zkqueue zkey new` and proved (the bigkey step), the timing
 script, and the profile step's phase split of one MSM; only the GPU tests report SKIP. So a
 first GPU run can fail only on GPU problems.
 """
@@ -28,8 +29,8 @@ def test_gpu_check_dry_run_passes_every_step_but_the_gpu_tests(tmp_path):
     assert proc.returncode == 0, log[-6000:] + proc.stderr[-2000:]
     summary = json.loads((out / "gpu_check.json").read_text())
     status = {s["step"]: s["status"] for s in summary["steps"]}
-    assert status == {"setup": "PASS", "tests": "SKIP", "compare": "PASS", "prove": "PASS", "queue": "PASS",
-                      "time": "PASS", "profile": "PASS"}, summary["steps"]
+    assert status == {"setup": "PASS", "tests": "SKIP", "compare": "PASS", "prove": "PASS", "bigkey": "PASS",
+                      "queue": "PASS", "time": "PASS", "profile": "PASS"}, summary["steps"]
     assert summary["dry"] and summary["passed"]
     # Each step says what it did, on one line.
     for line in ("PASS compare", "PASS prove", "PASS queue", "SKIP tests", "gpu_check: PASS"):
@@ -47,6 +48,10 @@ def test_gpu_check_dry_run_passes_every_step_but_the_gpu_tests(tmp_path):
     assert timing["cpu_reference_complete"] and len(with_cpu) >= 9 and all(r["ok"] for r in with_cpu), with_cpu
     queue = next(s for s in summary["steps"] if s["step"] == "queue")
     assert "8/8 proofs verified" in queue["detail"] and "cuda" in queue["detail"], queue
+    # The bigkey step made a key here (chain_circuit.py, ptau beacon, zkey new) whose proof verifies.
+    bigkey = next(s for s in summary["steps"] if s["step"] == "bigkey")
+    assert "2^10 key" in bigkey["detail"] and "made here" in bigkey["detail"], bigkey
+    assert "zkqueue verify OK" in bigkey["detail"] and "snarkjs verify OK" in bigkey["detail"], bigkey
     prove = next(s for s in summary["steps"] if s["step"] == "prove")
     assert "proved bn128 in" in prove["detail"] and "proved bls12381 in" in prove["detail"], prove
     # The profile step split one MSM into its phases (on the emulation's clock), result exact.

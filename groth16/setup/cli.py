@@ -1,5 +1,5 @@
-"""`zkqueue zkey new | beacon | contribute`: the phase-2 setup's commands, with snarkjs's
-positional arguments (groth16/cli.py registers them beside prove and verify)."""
+"""`zkqueue zkey new | beacon | contribute` and `zkqueue ptau beacon`: the setup's commands,
+with snarkjs's positional arguments (groth16/cli.py registers them beside prove and verify)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,14 @@ def cmd_contribute(args) -> int:
     return 0
 
 
+def cmd_ptau_beacon(args) -> int:
+    from .ptau_beacon import beacon_ptau
+    response = beacon_ptau(args.curve, args.power, args.ptau, args.beacon, args.iterations,
+                           name=_snarkjs_value(args.name), prepare=not args.no_prepare, threads=args.threads)
+    print(f"contribution response hash: {response.hex()}")
+    return 0
+
+
 def add_commands(sub, threads_type) -> None:
     """Registers `zkey new|beacon|contribute` on an argparse subparsers object."""
     z = sub.add_parser("zkey", help="Groth16 phase-2 setup: new, beacon, contribute (snarkjs zkey ...)")
@@ -50,6 +58,24 @@ def add_commands(sub, threads_type) -> None:
     c.add_argument("-n", "--name", default=None, help="the contribution's name")
     c.add_argument("-e", "--entropy", default=None, help="extra entropy, mixed with 64 bytes from the OS")
     c.set_defaults(func=cmd_contribute)
-    for p in (n, b, c):
+    t = sub.add_parser("ptau", help="TEST MATERIAL: a public-beacon powers of tau (snarkjs powersoftau ...)")
+    ts = t.add_subparsers(dest="ptau_command", required=True)
+    pb = ts.add_parser(
+        "beacon", help="TEST MATERIAL ONLY: powersoftau new + beacon + prepare phase2 in one, byte-identical to "
+                       "snarkjs; anyone can recompute the beacon's secret, so its keys prove nothing",
+        description="Writes the .ptau that snarkjs 0.7.6's `powersoftau new CURVE POWER`, `powersoftau beacon "
+                    "... HASH ITERATIONS [--name]` and `powersoftau prepare phase2` would (byte-identical), computed "
+                    "from the beacon's secrets. TEST MATERIAL ONLY: the secrets (tau, alpha, beta) follow from the "
+                    "public beacon hash, so anyone can forge proofs for keys made from this file.")
+    pb.add_argument("power", help="2^power constraints (1 .. the curve's 2-adicity - 1)")
+    pb.add_argument("ptau", help="the output .ptau")
+    pb.add_argument("--curve", default="bn128", help="bn128 (default) or bls12381")
+    pb.add_argument("--beacon", required=True, help="the beacon hash: hexadecimal, 1 to 255 bytes")
+    pb.add_argument("--iterations", required=True, help="2^N sha256 iterations of the beacon hash (10..63)")
+    pb.add_argument("-n", "--name", default=None, help="the contribution's name (snarkjs --name)")
+    pb.add_argument("--no-prepare", action="store_true",
+                    help="stop after the beacon (no prepare phase2 sections 12-15)")
+    pb.set_defaults(func=cmd_ptau_beacon)
+    for p in (n, b, c, pb):
         p.add_argument("--threads", type=threads_type, default=None,
                        help="CPU threads (default: $ZKQUEUE_THREADS or all cores)")
