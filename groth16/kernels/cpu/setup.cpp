@@ -851,8 +851,9 @@ int combine(int group, int nparts, const uint64_t* part_words, const uint8_t* co
         if (rc != ZKQ_OK) return rc;
     }
     // The rest in blocks of whole signals (about BLOCK_TERMS terms, at most BLOCK_ROWS
-    // signals: their odd-multiple tables stay a few MiB per thread), handed out to the
-    // threads as they come free.
+    // signals: their odd-multiple tables stay tens of MiB per thread, and a block has
+    // several rows per slot of BatchStraus, so its rounds stay full-width), handed out to
+    // the threads as they come free.
     constexpr size_t BLOCK_TERMS = (size_t(4) << 20) / sizeof(Affine<F>), BLOCK_ROWS = 16384;
     std::vector<uint64_t> bounds{0};
     for (uint64_t i = 0, terms = 0; i < nrows; i++) {
