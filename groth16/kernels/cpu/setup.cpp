@@ -16,6 +16,7 @@
 //    standard form; infinity all zeros), as snarkjs's batchLEMtoU.
 //  * scale_g1: every point times one scalar (a contribution's 1/delta on sections 8, 9),
 //    each with the same Straus/GLV code.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -23,7 +24,9 @@
 #include <unordered_map>
 #include <sys/mman.h>
 
+#include "batch_inv.hpp"
 #include "glv.hpp"
+#include "ifma.hpp"
 #include "zkq.hpp"
 
 extern "C" int zkq_msm_g1(int curve, const uint64_t* points, const uint64_t* scalars_std, size_t n,
@@ -170,24 +173,36 @@ int r1cs_fill(const uint8_t* sec, uint64_t len, int n8, uint32_t c_begin, uint32
 }
 
 // Width-w NAF of k (4 words, k < 2^255; w <= 8): digits d[0..len) (odd or zero,
-// |d| < 2^(w-1)); returns len.
+// |d| < 2^(w-1)); returns len. Runs of zero bits are skipped a word's worth at a time (the
+// bit-at-a-time loop was ~6% of `zkey new`).
 int wnaf(const uint64_t* kin, int8_t* d, int w = WNAF_W) {
     uint64_t k[5] = {kin[0], kin[1], kin[2], kin[3], 0};
     int len = 0;
     const int64_t full = int64_t(1) << w, half = int64_t(1) << (w - 1);
     while (k[0] | k[1] | k[2] | k[3] | k[4]) {
-        int64_t digit = 0;
-        if (k[0] & 1) {
-            digit = (int64_t)(k[0] & (full - 1));
-            if (digit >= half) digit -= full;
-            // k -= digit
-            if (digit > 0) {
-                uint64_t borrow = (uint64_t)digit;
-                for (int i = 0; i < 5 && borrow; i++) { const uint64_t o = k[i]; k[i] -= borrow; borrow = o < borrow; }
+        if (!(k[0] & 1)) {
+            // z zero digits, then k >>= z
+            const int z = k[0] ? __builtin_ctzll(k[0]) : 64;
+            std::memset(d + len, 0, (size_t)z);
+            len += z;
+            if (z == 64) {
+                for (int i = 0; i < 4; i++) k[i] = k[i + 1];
+                k[4] = 0;
             } else {
-                uint64_t carry = (uint64_t)(-digit);
-                for (int i = 0; i < 5 && carry; i++) { k[i] += carry; carry = k[i] < carry; }
+                for (int i = 0; i < 4; i++) k[i] = (k[i] >> z) | (k[i + 1] << (64 - z));
+                k[4] >>= z;
             }
+            continue;
+        }
+        int64_t digit = (int64_t)(k[0] & (full - 1));
+        if (digit >= half) digit -= full;
+        // k -= digit
+        if (digit > 0) {
+            uint64_t borrow = (uint64_t)digit;
+            for (int i = 0; i < 5 && borrow; i++) { const uint64_t o = k[i]; k[i] -= borrow; borrow = o < borrow; }
+        } else {
+            uint64_t carry = (uint64_t)(-digit);
+            for (int i = 0; i < 5 && carry; i++) { k[i] += carry; carry = k[i] < carry; }
         }
         d[len++] = (int8_t)digit;
         for (int i = 0; i < 4; i++) k[i] = (k[i] >> 1) | (k[i + 1] << 63);
@@ -392,7 +407,7 @@ struct HugeArray {
     const T& operator[](size_t i) const { return p[i]; }
 };
 
-template <class F>
+template <class F, class = void>
 struct BatchAdder {
     enum Kind : uint8_t { ADD, DBL, COPY_P, COPY_Q, INF };
     std::vector<F> den, pref;
@@ -443,6 +458,66 @@ struct BatchAdder {
         }
     }
 };
+
+#if defined(ZKQ_HAVE_IFMA)
+// The same with AVX-512 IFMA (ifma.hpp, as the MSM's batch-affine tree uses it): the batch
+// inversion runs as eight product chains in the lanes of a vector (G2: chains of norms in
+// Fq, batch_inv.hpp), and the additions eight at a time. A doubling goes through the same
+// vector formula as an addition: with q = (x, y + 3x^2) and 1 / 2y as the inverted
+// denominator, lambda = (q.y - p.y) / 2y = 3x^2 / 2y and x3 = lambda^2 - 2x, y3 =
+// lambda (x - x3) - y are exactly the doubling's. The additions made up ~45% of
+// `zkey new`'s time on Poseidon with the scalar loop above (Poseidon 2^16, one thread).
+template <class F>
+struct BatchAdder<F, std::enable_if_t<ifma::Vectorized<F>::value>> {
+    enum Kind : uint8_t { ADD, DBL, COPY_P, COPY_Q, INF };
+    using BI = BatchInv<F>;
+    using C = typename BI::Chain;
+    std::vector<F> den;
+    std::vector<Kind> kind;
+    std::vector<uint32_t> ord;   // chain value j is pair ord[j]'s denominator
+    ifma::Chains<C> chains;
+    ifma::AddBatch<F> batch;
+
+    void run(size_t n, const Affine<F>* p, const Affine<F>* q, Affine<F>* dst) {
+        if (!n) return;
+        den.resize(n);
+        kind.resize(n);
+        ord.clear();
+        chains.begin(n);
+        for (size_t i = 0; i < n; i++) {
+            Kind k;
+            if (p[i].is_inf()) k = COPY_Q;
+            else if (q[i].is_inf()) k = COPY_P;
+            else if (p[i].x != q[i].x) k = ADD;
+            else if (p[i].y == q[i].y && !p[i].y.is_zero()) k = DBL;
+            else k = INF;
+            kind[i] = k;
+            if (k != ADD && k != DBL) continue;
+            den[i] = k == ADD ? q[i].x - p[i].x : p[i].y.dbl();
+            ord.push_back((uint32_t)i);
+            chains.push(BI::chain(den[i]));
+        }
+        if (!ord.empty())
+            chains.invert([&](size_t j, const C& ij) { den[ord[j]] = BI::inverse(den[ord[j]], ij); });
+        // Front to back: a queued pair has copied its inputs, so dst may alias p.
+        for (size_t i = 0; i < n; i++) {
+            switch (kind[i]) {
+                case ADD: batch.push(p[i], q[i], den[i], &dst[i]); break;
+                case DBL: {
+                    const F xx = p[i].x.sqr();
+                    const Affine<F> t{p[i].x, p[i].y + xx.dbl() + xx};
+                    batch.push(p[i], t, den[i], &dst[i]);
+                    break;
+                }
+                case COPY_P: dst[i] = p[i]; break;
+                case COPY_Q: dst[i] = q[i]; break;
+                default: dst[i] = Affine<F>::infinity(); break;
+            }
+        }
+        batch.run();
+    }
+};
+#endif
 
 // Straus with GLV and wNAF (as struct Straus) over many signals at once, in affine
 // coordinates: every step of every signal's chain (a doubling or the addition of one digit's
@@ -496,7 +571,7 @@ struct BatchStraus {
     std::unordered_map<const uint64_t*, BaseUse> uses;
     std::vector<Jacobian<F>> pm1;
     std::vector<Slot> slots;
-    std::vector<uint32_t> live, idx;
+    std::vector<uint32_t> live, idx, order, cost;
     BatchAdder<F> adder;
 
     void begin(size_t rows) {
@@ -654,6 +729,18 @@ struct BatchStraus {
         prepare();
         build_tables();
         res.assign(rows, Jacobian<F>::infinity());
+        // Rows start longest first (steps: digit events plus the doublings below the top
+        // one): with more rows than slots, the batches stay SLOTS wide until the last rows,
+        // which are the shortest, so the tail of small batches (each paying a whole field
+        // inversion) is short. Started in signal order, a block's few long rows (Poseidon:
+        // up to ~60 terms, ~2000 steps against ~300) ran on alone for most of its rounds.
+        order.resize(rows);
+        cost.resize(rows);
+        for (uint32_t r = 0; r < rows; r++) {
+            order[r] = r;
+            cost[r] = ev_start[r + 1] - ev_start[r] + (ev_start[r + 1] > ev_start[r] ? ev[ev_start[r]].bit : 0);
+        }
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return cost[a] > cost[b]; });
         uint32_t next_row = 0;
         slots.resize(std::min<size_t>(SLOTS, rows));
         live.clear();
@@ -677,7 +764,7 @@ struct BatchStraus {
                         has = false;
                     }
                     if (next_row >= rows) break;
-                    has = load(s, next_row++);
+                    has = load(s, order[next_row++]);
                     if (!has) res[s.row] = pm1[s.row];
                 }
                 if (!op) continue;   // no rows left for this slot
@@ -764,9 +851,10 @@ int combine(int group, int nparts, const uint64_t* part_words, const uint8_t* co
         if (rc != ZKQ_OK) return rc;
     }
     // The rest in blocks of whole signals (about BLOCK_TERMS terms, at most BLOCK_ROWS
-    // signals: their odd-multiple tables stay a few MiB per thread), handed out to the
-    // threads as they come free.
-    constexpr size_t BLOCK_TERMS = (size_t(2) << 20) / sizeof(Affine<F>), BLOCK_ROWS = 4096;
+    // signals: their odd-multiple tables stay tens of MiB per thread, and a block has
+    // several rows per slot of BatchStraus, so its rounds stay full-width), handed out to
+    // the threads as they come free.
+    constexpr size_t BLOCK_TERMS = (size_t(4) << 20) / sizeof(Affine<F>), BLOCK_ROWS = 16384;
     std::vector<uint64_t> bounds{0};
     for (uint64_t i = 0, terms = 0; i < nrows; i++) {
         terms += big[i] ? 0 : cb.row_terms(s_begin + i);
