@@ -15,6 +15,9 @@ from dataclasses import dataclass
 # prove batches of them (workers/batching.py's MAX_BATCHED_LOG2, which must agree).
 BATCHED_MAX_DOMAIN = 1 << 16
 
+# Fields of each member's slot record in claim_batch.lua's reply (Scheduler.slot_records's).
+RECORD_FIELDS = 7
+
 # Why the lead partition could not be claimed (then nothing was): as claim.lua says.
 REFUSALS = ("job_over", "stale", "done", "busy", "excluded", "quarantined", "gave_up")
 
@@ -41,6 +44,9 @@ class BatchClaim:
     members: tuple[Member, ...] = ()
     started_at: float = 0.0
     detail: tuple[str, ...] = ()
+    # Each member's slot record as read in the claim, as text in Scheduler.slot_records's
+    # field order (Scheduler.claim_batch turns them into SlotRecords: `slots`).
+    records: tuple[tuple[str, ...], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -61,7 +67,10 @@ class BatchClaim:
         if kind != "ok":
             return cls(kind, detail=detail)
         started_at, rest = float(detail[0]), detail[2:]
-        if not rest or len(rest) % 3:
-            raise ValueError(f"claim_batch.lua replied {detail!r}: members are not (index, token, attempt) triples")
-        members = tuple(Member(int(rest[i]), int(rest[i + 1]), int(rest[i + 2])) for i in range(0, len(rest), 3))
-        return cls(kind, members, started_at)
+        step = 3 + RECORD_FIELDS
+        if not rest or len(rest) % step:
+            raise ValueError(f"claim_batch.lua replied {detail!r}: members are not (index, token, attempt, "
+                             f"{RECORD_FIELDS} record fields) groups")
+        groups = [rest[i:i + step] for i in range(0, len(rest), step)]
+        members = tuple(Member(int(g[0]), int(g[1]), int(g[2])) for g in groups)
+        return cls(kind, members, started_at, records=tuple(tuple(g[3:]) for g in groups))

@@ -10,8 +10,10 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            (sha256 or ""), all_or_nothing, failed (partitions
                                            failed alone), attempts, c:{kind}:{state} (how many
                                            slots of each kind are in each state: progress in
-                                           one read), and for an inputs job wasm (sha256) and
-                                           wasm_name
+                                           one read), taken (running slots that left their
+                                           holder other than by its record: batch leases fence
+                                           again when it moves), and for an inputs job wasm
+                                           (sha256) and wasm_name
     zkq:job:{job}:slot:{slot}      hash    one slot, every kind with the same fields: state,
                                            token, attempts, worker, pid, fingerprint,
                                            enqueued_at, started_at, run_deadline, finished_at,

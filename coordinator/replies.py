@@ -39,10 +39,13 @@ class Submitted:
 
 @dataclass(frozen=True)
 class Claimed:
-    """claim: the attempt started; `started_at` is Redis's clock (as the slot's enqueued_at)."""
+    """claim: the attempt started; `started_at` is Redis's clock (as the slot's enqueued_at);
+    `slot`: the slot's record as it was claimed (Scheduler.slot_record, read in the same
+    transition)."""
 
     attempt: int
     started_at: float
+    slot: "SlotRecord | None" = None
     kind: ClassVar[str] = "ok"
 
 

@@ -215,7 +215,8 @@ class Scheduler:
         out = self._run("claim", job_id, slot, token=token, worker=worker, pid=pid, fingerprint=fingerprint_id,
                            run_s=self.settings.partition_timeout_s if run_s is None else run_s)
         if out.kind == "ok":
-            return Claimed(attempt=int(out.detail[0]), started_at=float(out.detail[1]))
+            return Claimed(attempt=int(out.detail[0]), started_at=float(out.detail[1]),
+                           slot=_slot_record(*out.detail[2:2 + len(_SLOT_FIELDS)]))
         return _reply(out)
 
     def claim_batch(self, job_id: str, index: int, token: int, worker: str, pid: int, *, max_batch: int,
@@ -238,12 +239,22 @@ class Scheduler:
         owns the slot now) or "job_over"."""
         return self.transitions.run("refresh", job_id, slot, token=token, worker=worker).kind
 
-    def refresh_batch(self, job_id: str, members: list[tuple[int, int]], worker: str) -> list[str]:
+    def refresh_batch(self, job_id: str, members: list[tuple[int, int]], worker: str,
+                      fence: dict | None = None) -> list[str]:
         """refresh() of each (index, token) of a batch this worker holds, in one transition:
-        a verdict per member, in order ("ok", "overdue", "lost"), or ["job_over"]."""
+        a verdict per member, in order ("ok", "overdue", "lost"), or ["job_over"].
+
+        `fence`: the same dict for every refresh of one batch; it keeps what the last full
+        check returned, so that a refresh reads no member while nothing in the job has been
+        taken from its holder since (refresh_batch.lua). None: every member is read."""
+        fence = {} if fence is None else fence
         out = self.transitions.run("refresh_batch", job_id, members[0][0],
-                                   members=[[int(i), int(t)] for i, t in members], worker=worker)
-        return [out.kind, *out.detail]
+                                   members=[[int(i), int(t)] for i, t in members], worker=worker,
+                                   seen=fence.get("seen", ""), run_until=fence.get("run_until", ""))
+        if out.kind == "job_over":
+            return ["job_over"]
+        fence["seen"], fence["run_until"] = out.kind, out.detail[0]
+        return list(out.detail[1:])
 
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
                fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0,
@@ -552,6 +563,12 @@ class Scheduler:
                     self._job_files.pop(next(iter(self._job_files)))
                 self._job_files[job_id] = files
         return files
+
+    @staticmethod
+    def claimed_slots(claim: BatchClaim) -> list[SlotRecord]:
+        """The slot records of a batch's members, in order, as claim_batch read them (what
+        slot_records would return, without reading them again)."""
+        return [_slot_record(*fields) for fields in claim.records]
 
     def slot_record(self, job_id: str, slot) -> SlotRecord:
         """A slot's files, when it was enqueued and whom it has blamed (one read)."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 
 import redis
 
@@ -40,8 +42,9 @@ def hand_to_holder(ctx: context.Context, job_id: str, index: int, token: int, zk
 def holding_published(ctx: context.Context, zkey_sha: str):
     """Around the proving of a partition of `zkey_sha`: publishes this worker as busy, holding
     that key (it loads it now if it does not hold it: the others must not all load it too),
-    then, when the block ends, idle with the keys it holds then. A Redis error here only
-    costs affinity: logged, not raised."""
+    then, when the block ends, idle with the keys it holds then (IDLE_AFTER_S later, unless
+    another partition has started by then). A Redis error here only costs affinity: logged,
+    not raised."""
     if not ctx.settings.key_affinity or not zkey_sha:
         yield
         return
@@ -49,7 +52,7 @@ def holding_published(ctx: context.Context, zkey_sha: str):
     try:
         yield
     finally:
-        _publish(ctx, busy=False, held=ctx.prover.cache.held())
+        _publish(ctx, busy=False, held=ctx.prover.cache.held(), after_s=IDLE_AFTER_S)
 
 
 def _held_once_loaded(ctx: context.Context, zkey_sha: str) -> list[str]:
@@ -65,8 +68,50 @@ def _held_once_loaded(ctx: context.Context, zkey_sha: str) -> list[str]:
     return [zkey_sha, *kept]
 
 
-def _publish(ctx: context.Context, *, busy: bool, held: list[str]) -> None:
+# A worker proving partitions back to back would write its holding record twice a partition
+# (busy, then idle), about 2 of a partition's 50 Redis commands: the idle record is written
+# only if no partition has started IDLE_AFTER_S after one ended, and a record that says what
+# the last one said is not written again (until REWRITE_S: the record expires after a day).
+IDLE_AFTER_S = 0.5
+REWRITE_S = 3600.0
+
+_lock = threading.Lock()      # one write at a time per process: a late idle record never lands after a busy one
+_last: dict[str, tuple[tuple[str, ...], bool, float]] = {}    # worker -> (keys, busy, written at)
+_pending: dict[str, threading.Timer] = {}                      # worker -> its idle record, not yet written
+_generation: dict[str, int] = {}                               # worker -> publishes so far
+
+
+def _publish(ctx: context.Context, *, busy: bool, held: list[str], after_s: float = 0.0) -> None:
+    worker, record = ctx.worker_id, tuple(sorted(held))
+    with _lock:
+        timer = _pending.pop(worker, None)
+        if timer is not None:
+            timer.cancel()
+        generation = _generation[worker] = _generation.get(worker, 0) + 1
+        if after_s <= 0:
+            _write(ctx, record, busy)
+            return
+        timer = _pending[worker] = threading.Timer(after_s, _write_later, (ctx, record, busy, generation))
+        timer.daemon = True
+        timer.start()
+
+
+def _write_later(ctx: context.Context, record: tuple[str, ...], busy: bool, generation: int) -> None:
+    with _lock:
+        if _generation.get(ctx.worker_id) == generation:      # nothing published since
+            _pending.pop(ctx.worker_id, None)
+            _write(ctx, record, busy)
+
+
+def _write(ctx: context.Context, record: tuple[str, ...], busy: bool) -> None:
+    """Writes the record unless it says what the last write said (the caller holds _lock)."""
+    worker = ctx.worker_id
+    last = _last.get(worker)
+    if last and last[:2] == (record, busy) and time.monotonic() - last[2] < REWRITE_S:
+        return
     try:
-        ctx.scheduler.publish_holding(ctx.worker_id, held, busy=busy)
+        ctx.scheduler.publish_holding(worker, list(record), busy=busy)
+        _last[worker] = (record, busy, time.monotonic())
     except redis.RedisError as exc:
+        _last.pop(worker, None)      # written again next time
         log.warning("cannot publish the keys this worker holds: %s", exc)

@@ -65,11 +65,11 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
                  " ".join(claim.detail))
         return claim.kind
     members = claim.members
-    slots = s.slot_records(job_id, [m.index for m in members])
+    slots = s.claimed_slots(claim)      # read by the claim itself
     log.info("job %s: batch of %d partitions %s", job_id, len(members), [m.index for m in members])
     leases = BatchLeases(lambda index, token: s.refresh(job_id, index, token, ctx.worker_id),
                          [(m.index, m.token) for m in members], what=f"job {job_id}",
-                         refresh_all=lambda held: s.refresh_batch(job_id, held, ctx.worker_id))
+                         refresh_all=functools.partial(s.refresh_batch, job_id, worker=ctx.worker_id, fence={}))
     items = [BatchItem(witness_path=functools.partial(ctx.store.local_path, slot.witness), attempt=m.attempt)
              for m, slot in zip(members, slots)]
     ended: dict[int, str] = {}

@@ -62,7 +62,7 @@ def _prove(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: 
         log.info("job %s partition %d token %d: skipped (%s %s)", job_id, index, token, claim.kind, claim.why)
         return claim.kind
     attempt, started_at = claim.attempt, claim.started_at     # Redis's clock, as enqueued_at
-    slot = s.slot_record(job_id, index)
+    slot = claim.slot       # read by the claim itself
     witness_sha = slot.witness
     try:
         with LeaseKeeper(lambda: s.refresh(job_id, index, token, ctx.worker_id), ctx.settings.lease_refresh_s,

@@ -5,6 +5,7 @@ and fencing; what it must not take; what the reaper and cancel do to a batch."""
 from __future__ import annotations
 
 import json
+import time
 
 from queue_support import CHAIN, PARTITIONS, queue, wait_until  # noqa: F401  (fixture)
 
@@ -106,6 +107,57 @@ def test_a_dead_batch_holders_members_are_each_requeued_and_cancel_reaches_every
     assert sched.cancel(job.id)
     assert {sched.refresh(job.id, m.index, m.token, "w2") for m in again.members} == {"job_over"}
     assert sched.claim_batch(job.id, 3, 1, "w3", 3, max_batch=2).kind == "job_over"
+    sched.close()
+
+
+def test_a_claim_returns_the_slot_records_a_separate_read_would(queue):
+    client = queue.client()
+    sched = _sched(queue)
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+    queue.r.hset(keys.slot(job.id, 1), mapping={"excluded": "wx wy", "invalid_builds": "b1"})
+    batch = sched.claim_batch(job.id, 0, 1, "w1", 1, max_batch=2)
+    assert [m.index for m in batch.members] == [0, 1]
+    assert sched.claimed_slots(batch) == sched.slot_records(job.id, [0, 1])
+    assert sched.claimed_slots(batch)[1].excluded == ("wx", "wy")
+    assert sched.claimed_slots(batch)[0].witness and sched.claimed_slots(batch)[0].enqueued_at
+    alone = sched.claim(job.id, 2, 1, "w1", 1)
+    assert alone.slot == sched.slot_record(job.id, 2) and alone.slot.witness
+    # Range mode (a prove_batch message): the same records.
+    ranged = sched.claim_batch(job.id, 3, 1, "w2", 2, max_batch=4, count=1)
+    assert [m.index for m in ranged.members] == [3]
+    assert sched.claimed_slots(ranged) == sched.slot_records(job.id, [3])
+    sched.close()
+
+
+def test_a_batch_lease_refresh_reads_no_member_until_one_is_taken_and_then_fences_each(queue):
+    client = queue.client()
+    sched = _sched(queue, lease_ttl_s=0.5)
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+    claim = sched.claim_batch(job.id, 0, 1, "w1", 1, max_batch=3)
+    held = [(m.index, m.token) for m in claim.members]
+    fence: dict = {}
+    deadline = lambda i: queue.r.zscore(keys.deadlines(), keys.member(job.id, i))   # noqa: E731
+    assert sched.refresh_batch(job.id, held, "w1", fence=fence) == ["ok"] * 3       # the first call reads each member
+    assert fence["seen"] == "0" and float(fence["run_until"]) > 0
+    before = [deadline(i) for i in range(3)]
+    wait_until(lambda: sched.refresh_batch(job.id, held, "w1", fence=fence) == ["ok"] * 3
+               and all(deadline(i) > b for i, b in zip(range(3), before)), 5, "the leases to be extended")
+    # The holder's own record takes the member off the deadlines; a refresh that still names it
+    # (the lease thread raced the record) does not put it back.
+    assert _record(sched, job.id, 0, 1, "w1") == "recorded"
+    assert sched.refresh_batch(job.id, held, "w1", fence=fence) == ["ok"] * 3
+    assert deadline(0) is None and fence["seen"] == "0"
+    # Member 1's lease lapses (the holder stalled) and w2 takes it over: the next refresh fences
+    # every member again, reports member 1 lost and leaves w2's lease alone.
+    held = held[1:]
+    time.sleep(0.6)
+    assert sched.claim(job.id, 1, 1, "w2", 2).kind == "ok"
+    w2_deadline = deadline(1)
+    assert sched.refresh_batch(job.id, held, "w1", fence=fence) == ["lost", "ok"]
+    assert deadline(1) == w2_deadline and fence["seen"] == "1"
+    assert sched.refresh_batch(job.id, [held[1]], "w1", fence=fence) == ["ok"]
+    assert sched.cancel(job.id)
+    assert sched.refresh_batch(job.id, [held[1]], "w1", fence=fence) == ["job_over"]
     sched.close()
 
 

@@ -11,14 +11,15 @@ local j = redis.call('HMGET', K.job, 'state', 'notified_at')
 local js = j[1]
 if not live(js) then return {'job_over', tostring(js)} end
 -- The slot's fields in one read.
-local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to')
+local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to',
+                     'witness', 'witness_name', 'input', 'input_name', 'enqueued_at', 'invalid_builds')
 local refused = claim_refusal(f, {token = A.token, worker = A.worker, fingerprint = A.fingerprint},
                               K.quarantine, S.max_attempts)
 if refused then return refused end
 local st = tostring(f[2])
 local attempts = tonumber(f[5] or '0') + 1
 local run_deadline = now + A.run_s
-if st ~= 'running' then count_move(slot, f[2], 'running') end
+if st ~= 'running' then count_move(slot, f[2], 'running') else taken_from_holder() end   -- a lapsed lease taken over
 redis.call('HINCRBY', K.job, 'attempts', 1)
 redis.call('HSET', K.slot, 'state', 'running', 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
            'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
@@ -29,4 +30,8 @@ if js == 'queued' then redis.call('HSET', K.job, 'state', 'running', 'started_at
 local started = kind == 'synth' and 'synth_started' or 'started'
 event({event = started, attempt = attempts, worker = A.worker, pid = A.pid, token = A.token})
 progress_notice(started, j[2])
-return {'ok', tostring(attempts), now_s}
+-- The slot's record as Scheduler.slot_record reads it (files, enqueued_at, blamed builds,
+-- excluded workers): read here anyway, so the worker need not read it again.
+local out = {'ok', tostring(attempts), now_s}
+for _, i in ipairs({7, 8, 9, 10, 11, 12, 4}) do table.insert(out, tostring(f[i] or '')) end
+return out

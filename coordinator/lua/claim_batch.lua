@@ -19,7 +19,8 @@
 -- again alone) or taken meanwhile is skipped; one this worker may not take (excluded, routed
 -- elsewhere, attempts spent) is left queued, and the reaper's check of its message (gone
 -- with this one) sends it again alone.
--- Returns {'ok', started_at, lead_attempt, i1, token1, attempt1, ...} (the lead first in scan
+-- Returns {'ok', started_at, lead_attempt, i1, token1, attempt1, <i1's record: 7 fields>, ...}
+-- (the record: Scheduler.slot_records's fields, in its order; the lead first in scan
 -- mode), or why the lead cannot be claimed, as claim.lua: job_over, stale, done, busy,
 -- excluded, quarantined, gave_up (then no companion is claimed either); in range mode
 -- job_over, quarantined, or {'none'} when no member could be taken.
@@ -37,7 +38,7 @@ local left, started_members, routed_members, events = {}, {}, {}, {}
 -- state, `routed`: its routed_to, as the caller read them.
 local function start(s, token, n, old, routed)
   local m = member_of(s)
-  if old ~= 'running' then left[old] = (left[old] or 0) + 1 end
+  if old ~= 'running' then left[old] = (left[old] or 0) + 1 else taken_from_holder() end   -- a lapsed lease taken over
   redis.call('HSET', slot_key(s), 'state', 'running', 'attempts', n, 'worker', A.worker, 'pid', A.pid,
              'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
   table.insert(started_members, m)
@@ -47,6 +48,14 @@ local function start(s, token, n, old, routed)
                                    token = token, batch = slot}))
 end
 
+-- Each member's record as Scheduler.slot_records reads it, read with its checks (so the worker
+-- need not read it again): these fields, then 'excluded', which the checks read anyway.
+local RECORD = {'witness', 'witness_name', 'input', 'input_name', 'enqueued_at', 'invalid_builds'}
+local function add_member(out, triple, f, first)
+  for _, v in ipairs(triple) do table.insert(out, v) end
+  for i = first, first + #RECORD - 1 do table.insert(out, tostring(f[i] or '')) end
+  table.insert(out, tostring(f[4] or ''))
+end
 local out
 local taken = 0
 if A.count > 0 then
@@ -58,13 +67,13 @@ if A.count > 0 then
   for i = first, math.min(first + A.count, n) - 1 do
     if taken >= A.max_batch then break end
     local s = tostring(i)
-    local f = redis.call('HMGET', slot_key(s), 'state', 'token', 'routed_to', 'excluded', 'attempts')
+    local f = redis.call('HMGET', slot_key(s), 'state', 'token', 'routed_to', 'excluded', 'attempts', unpack(RECORD))
     local routed = f[3] or ''
     local spent = tonumber(f[5] or '0')
     if tostring(f[2]) == tostring(A.token) and (f[1] == 'queued' or f[1] == 'sending')
        and (routed == '' or routed == A.worker) and not contains(f[4], A.worker) and spent < S.max_attempts then
       start(s, tostring(f[2]), spent + 1, f[1], routed)
-      for _, v in ipairs({s, tostring(f[2]), tostring(spent + 1)}) do table.insert(out, v) end
+      add_member(out, {s, tostring(f[2]), tostring(spent + 1)}, f, 6)
       if taken == 0 then out[3] = tostring(spent + 1) end
       taken = taken + 1
     end
@@ -72,26 +81,27 @@ if A.count > 0 then
   if taken == 0 then return {'none'} end
 else
   -- The lead's fields in one read.
-  local lf = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to')
+  local lf = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to', unpack(RECORD))
   local refused = claim_refusal(lf, {token = A.token, worker = A.worker, fingerprint = A.fingerprint},
                                 K.quarantine, S.max_attempts)
   if refused then return refused end
   local attempts = tonumber(lf[5] or '0')
   start(slot, A.token, attempts + 1, tostring(lf[2]), lf[6])
-  out = {'ok', now_s, tostring(attempts + 1), slot, tostring(A.token), tostring(attempts + 1)}
+  out = {'ok', now_s, tostring(attempts + 1)}
+  add_member(out, {slot, tostring(A.token), tostring(attempts + 1)}, lf, 7)
   local n = tonumber(j[2] or '0')
   local lead = tonumber(slot)
   taken = 1
   for step = 1, math.min(A.scan, n - 1) do
     if taken >= A.max_batch then break end
     local s = tostring((lead + step) % n)
-    local f = redis.call('HMGET', slot_key(s), 'state', 'token', 'routed_to', 'excluded', 'attempts')
+    local f = redis.call('HMGET', slot_key(s), 'state', 'token', 'routed_to', 'excluded', 'attempts', unpack(RECORD))
     local routed = f[3] or ''
     local spent = tonumber(f[5] or '0')
     if f[1] == 'queued' and (routed == '' or routed == A.worker) and not contains(f[4], A.worker)
        and spent < S.max_attempts then
       start(s, tostring(f[2]), spent + 1, 'queued', routed)
-      for _, v in ipairs({s, tostring(f[2]), tostring(spent + 1)}) do table.insert(out, v) end
+      add_member(out, {s, tostring(f[2]), tostring(spent + 1)}, f, 6)
       taken = taken + 1
     end
   end

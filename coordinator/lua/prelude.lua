@@ -99,9 +99,14 @@ end
 -- ("c:prove:running" ...), so that watching a job costs one read whatever its size.
 -- Every change of a slot's state goes through here.
 -- `old`, when the caller read it already, saves reading it again (false: the slot has none).
+local function taken_from_holder() redis.call('HINCRBY', K.job, 'taken', 1) end
 local function count_move(s, old, state)
   local prefix = 'c:' .. kind_of(s) .. ':'
   if old then redis.call('HINCRBY', K.job, prefix .. old, -1) end
+  -- A running slot that ends other than by its holder's proof (record: running -> proved, fenced
+  -- by the holder's token) may be in a batch lease someone still refreshes: refresh_batch.lua
+  -- fences every member again once the job's `taken` count moves.
+  if old == 'running' and state ~= 'proved' then taken_from_holder() end
   redis.call('HINCRBY', K.job, prefix .. state, 1)
 end
 local function move(s, state, old)
