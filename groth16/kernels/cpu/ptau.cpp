@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "affine_io.hpp"
 #include "zkq.hpp"
 
 namespace zkq {
@@ -34,36 +35,6 @@ inline uint32_t digit(const uint64_t* k, int w, int j) {
     return (uint32_t)((k[bit / 64] >> (bit % 64)) & ((1ull << w) - 1));
 }
 
-template <class F>
-inline Affine<F> load_aff(const uint64_t* w) {
-    Affine<F> p;
-    std::memcpy(&p, w, sizeof(p));
-    return p;
-}
-
-// Affine LEM words of Jacobian points, one inversion for the lot (infinity = zeros).
-template <class F>
-void to_affine_words(const std::vector<Jacobian<F>>& pts, uint64_t* out) {
-    const size_t n = pts.size();
-    std::vector<F> pre(n);
-    F acc = F::one();
-    for (size_t i = 0; i < n; i++) {
-        pre[i] = acc;
-        if (!pts[i].is_inf()) acc = acc * pts[i].Z;
-    }
-    F inv = field_inv(acc);
-    for (size_t i = n; i-- > 0;) {
-        Affine<F> a = Affine<F>::infinity();
-        if (!pts[i].is_inf()) {
-            const F zi = inv * pre[i];
-            inv = inv * pts[i].Z;
-            const F zi2 = zi.sqr();
-            a = Affine<F>{pts[i].X * zi2, pts[i].Y * zi2 * zi};
-        }
-        std::memcpy(out + i * (sizeof(Affine<F>) / 8), &a, sizeof(a));
-    }
-}
-
 // T[j * (2^w - 1) + d - 1] = d * 2^(w j) * G for j < windows(w), 1 <= d < 2^w.
 template <class F>
 int table(const uint64_t* base, int w, uint64_t* out, int threads) {
@@ -72,7 +43,7 @@ int table(const uint64_t* base, int w, uint64_t* out, int threads) {
     const size_t row = (1u << w) - 1;
     // The row bases 2^(wj) G, by doubling (cheap: 256 doublings).
     std::vector<Affine<F>> rowbase(nwin);
-    Jacobian<F> b = Jacobian<F>::from_affine(load_aff<F>(base));
+    Jacobian<F> b = Jacobian<F>::from_affine(load_point<F>(base));
     for (int j = 0; j < nwin; j++) {
         rowbase[j] = jac_to_affine(b);
         for (int t = 0; t < w; t++) b = jac_dbl(b);
@@ -85,7 +56,7 @@ int table(const uint64_t* base, int w, uint64_t* out, int threads) {
                 acc = jac_madd(acc, rowbase[j]);
                 pts[d] = acc;
             }
-            to_affine_words(pts, out + j * row * PW);
+            store_affine(pts, out + j * row * PW);
         }
     });
     return ZKQ_OK;
@@ -159,7 +130,7 @@ int points(int kind, const uint64_t* tab, int w, const uint64_t* params, uint64_
                 }
                 res[i] = acc;
             }
-            to_affine_words(res, out + s * PW);
+            store_affine(res, out + s * PW);
         }
     });
     return ZKQ_OK;
@@ -206,7 +177,7 @@ int lem_to_c(const uint64_t* in, uint64_t n, uint8_t* out, int threads) {
     constexpr size_t CB = PW * 4;  // compressed bytes: half the affine words' bytes
     parallel_for(threads, n, [&](size_t b, size_t e, int) {
         for (size_t i = b; i < e; i++) {
-            const Affine<F> a = load_aff<F>(in + i * PW);
+            const Affine<F> a = load_point<F>(in + i * PW);
             if (a.is_inf()) { std::memset(out + i * CB, 0, CB); out[i * CB] = 0x40; }
             else put_c(a, out + i * CB);
         }

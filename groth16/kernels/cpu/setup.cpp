@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <sys/mman.h>
 
+#include "affine_io.hpp"
 #include "batch_inv.hpp"
 #include "glv.hpp"
 #include "ifma.hpp"
@@ -236,37 +237,6 @@ bool above_half(const uint64_t* k) {
         if (t[i] != m) return t[i] > m;
     }
     return true;
-}
-
-template <class F>
-inline Affine<F> load_point(const uint64_t* w) {
-    Affine<F> p;
-    std::memcpy(&p, w, sizeof(p));
-    return p;
-}
-
-// Writes Jacobian points as affine LEM words (infinity = zeros) with one field inversion
-// for the lot (Montgomery's trick).
-template <class F>
-void store_affine(const std::vector<Jacobian<F>>& pts, uint64_t* out) {
-    const size_t n = pts.size();
-    std::vector<F> pre(n);
-    F acc = F::one();
-    for (size_t i = 0; i < n; i++) {
-        pre[i] = acc;
-        if (!pts[i].is_inf()) acc = acc * pts[i].Z;
-    }
-    F inv = field_inv(acc);
-    for (size_t i = n; i-- > 0;) {
-        Affine<F> a = Affine<F>::infinity();
-        if (!pts[i].is_inf()) {
-            const F zi = inv * pre[i];
-            inv = inv * pts[i].Z;
-            const F zi2 = zi.sqr();
-            a = Affine<F>{pts[i].X * zi2, pts[i].Y * zi2 * zi};
-        }
-        std::memcpy(out + i * (sizeof(Affine<F>) / 8), &a, sizeof(a));
-    }
 }
 
 // One part of a combination: a signal-major term index over one base array.

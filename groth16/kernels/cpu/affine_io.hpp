@@ -1,0 +1,46 @@
+// affine_io.hpp - curve points to and from the little-endian Montgomery (LEM) words of the
+// .zkey/.ptau sections: one affine point read, and Jacobian points written as affine with one
+// field inversion for the lot (Montgomery's trick). Shared by setup.cpp and ptau.cpp.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "zkq.hpp"
+
+namespace zkq {
+
+// The affine point whose LEM words start at `w`.
+template <class F>
+inline Affine<F> load_point(const uint64_t* w) {
+    Affine<F> p;
+    std::memcpy(&p, w, sizeof(p));
+    return p;
+}
+
+// Writes Jacobian points as affine LEM words (infinity = zeros) with one field inversion
+// for the lot.
+template <class F>
+void store_affine(const std::vector<Jacobian<F>>& pts, uint64_t* out) {
+    const size_t n = pts.size();
+    std::vector<F> pre(n);
+    F acc = F::one();
+    for (size_t i = 0; i < n; i++) {
+        pre[i] = acc;
+        if (!pts[i].is_inf()) acc = acc * pts[i].Z;
+    }
+    F inv = field_inv(acc);
+    for (size_t i = n; i-- > 0;) {
+        Affine<F> a = Affine<F>::infinity();
+        if (!pts[i].is_inf()) {
+            const F zi = inv * pre[i];
+            inv = inv * pts[i].Z;
+            const F zi2 = zi.sqr();
+            a = Affine<F>{pts[i].X * zi2, pts[i].Y * zi2 * zi};
+        }
+        std::memcpy(out + i * (sizeof(Affine<F>) / 8), &a, sizeof(a));
+    }
+}
+
+}  // namespace zkq
