@@ -1,6 +1,7 @@
 // affine_io.hpp - curve points to and from the little-endian Montgomery (LEM) words of the
-// .zkey/.ptau sections: one affine point read, and Jacobian points written as affine with one
-// field inversion for the lot (Montgomery's trick). Shared by setup.cpp and ptau.cpp.
+// .zkey/.ptau sections: one affine point read, Jacobian points written as affine with one
+// field inversion for the lot (Montgomery's trick), and a coordinate as the big-endian
+// standard-form bytes snarkjs writes (LEMtoU, compressed points). Shared by setup.cpp and ptau.cpp.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,17 @@ void store_affine(const std::vector<Jacobian<F>>& pts, uint64_t* out) {
         }
         std::memcpy(out + i * (sizeof(Affine<F>) / 8), &a, sizeof(a));
     }
+}
+
+// Standard-form big-endian bytes of a base-field element (n8q bytes), as snarkjs's LEMtoU
+// writes a coordinate.
+template <class Fq>
+inline void put_be(const Fq& x, uint8_t* dst) {
+    uint64_t w[Fq::params::NW];
+    store_words(x.from_mont(), w);
+    const int nb = Fq::params::NW * 8;
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(w);
+    for (int i = 0; i < nb; i++) dst[i] = b[nb - 1 - i];
 }
 
 }  // namespace zkq

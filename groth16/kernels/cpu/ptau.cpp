@@ -136,16 +136,6 @@ int points(int kind, const uint64_t* tab, int w, const uint64_t* params, uint64_
     return ZKQ_OK;
 }
 
-// Big-endian standard-form bytes of a base-field element.
-template <class Fq>
-inline void put_be(const Fq& x, uint8_t* dst) {
-    uint64_t w[Fq::params::NW];
-    store_words(x.from_mont(), w);
-    const int nb = Fq::params::NW * 8;
-    const uint8_t* b = reinterpret_cast<const uint8_t*>(w);
-    for (int i = 0; i < nb; i++) dst[i] = b[nb - 1 - i];
-}
-
 // wasmcurves' sign: -1 when the standard value is above (q - 1) / 2, i.e. above its negative.
 template <class Fq>
 inline bool negative(const Fq& y) {

@@ -856,16 +856,6 @@ int combine(int group, int nparts, const uint64_t* part_words, const uint8_t* co
     return ZKQ_OK;
 }
 
-// Standard-form big-endian bytes of a base-field element (n8q bytes), as snarkjs's LEMtoU
-// writes a coordinate.
-template <class Fq>
-inline void put_be(const Fq& x, uint8_t* dst) {
-    uint64_t w[Fq::params::NW];
-    store_words(x.from_mont(), w);
-    const int nb = Fq::params::NW * 8;
-    const uint8_t* b = reinterpret_cast<const uint8_t*>(w);
-    for (int i = 0; i < nb; i++) dst[i] = b[nb - 1 - i];
-}
 template <class Fq>
 inline void put_u(const Affine<Fq>& a, uint8_t* dst) {
     const int nb = Fq::params::NW * 8;
