@@ -5,7 +5,6 @@ and fencing; what it must not take; what the reaper and cancel do to a batch."""
 from __future__ import annotations
 
 import json
-import time
 
 from queue_support import CHAIN, PARTITIONS, queue, wait_until  # noqa: F401  (fixture)
 
@@ -150,7 +149,8 @@ def test_a_batch_lease_refresh_reads_no_member_until_one_is_taken_and_then_fence
     # Member 1's lease lapses (the holder stalled) and w2 takes it over: the next refresh fences
     # every member again, reports member 1 lost and leaves w2's lease alone.
     held = held[1:]
-    time.sleep(0.6)
+    redis_now = lambda: sum(x / 10 ** (6 * i) for i, x in enumerate(queue.r.time()))   # noqa: E731
+    wait_until(lambda: deadline(1) < redis_now(), 5, "member 1's lease to lapse")
     assert sched.claim(job.id, 1, 1, "w2", 2).kind == "ok"
     w2_deadline = deadline(1)
     assert sched.refresh_batch(job.id, held, "w1", fence=fence) == ["lost", "ok"]

@@ -102,8 +102,9 @@ def test_a_lost_batch_message_is_sent_again_partition_by_partition(queue):
     sched = Scheduler(queue.settings(queued_check_s=0.2))
     reaper = Reaper(sched)
     # Its checks come due: the one message stands for all four, nothing is sent again.
-    import time
-    time.sleep(0.5)
+    redis_now = lambda: sum(x / 10 ** (6 * i) for i, x in enumerate(queue.r.time()))   # noqa: E731
+    wait_until(lambda: all(due <= redis_now() for _, due in queue.r.zrange(keys.checks(), 0, -1, withscores=True)),
+               5, "the checks to come due")
     assert reaper.tick() == 0
     assert [(m.task, m.count) for m in _messages(queue.r)] == [(TASK_PROVE_BATCH, 4)]
     queue.r.delete(*queue_lists(keys.SHARED_QUEUE))        # the broker lost it
