@@ -47,6 +47,9 @@ class BatchClaim:
     # Each member's slot record as read in the claim, as text in Scheduler.slot_records's
     # field order (Scheduler.claim_batch turns them into SlotRecords: `slots`).
     records: tuple[tuple[str, ...], ...] = ()
+    # The job's `taken` count after the claim and the members' run deadline, as text: the fence
+    # the batch's first lease refresh starts from (Scheduler.refresh_batch's `fence`).
+    fence: tuple[str, str] = ("", "")
 
     @property
     def ok(self) -> bool:
@@ -66,11 +69,11 @@ class BatchClaim:
         """
         if kind != "ok":
             return cls(kind, detail=detail)
-        started_at, rest = float(detail[0]), detail[2:]
+        started_at, fence, rest = float(detail[0]), (detail[2], detail[3]), detail[4:]
         step = 3 + RECORD_FIELDS
         if not rest or len(rest) % step:
             raise ValueError(f"claim_batch.lua replied {detail!r}: members are not (index, token, attempt, "
                              f"{RECORD_FIELDS} record fields) groups")
         groups = [rest[i:i + step] for i in range(0, len(rest), step)]
         members = tuple(Member(int(g[0]), int(g[1]), int(g[2])) for g in groups)
-        return cls(kind, members, started_at, records=tuple(tuple(g[3:]) for g in groups))
+        return cls(kind, members, started_at, records=tuple(tuple(g[3:]) for g in groups), fence=fence)

@@ -37,10 +37,13 @@ _WAITING_FOR_WITNESS = {"sending": SlotState.SYNTH_SENDING, "queued": SlotState.
                         "running": SlotState.SYNTHESIZING, "failed": SlotState.FAILED}
 
 
-def _partition_state(slot: dict, synth: dict) -> SlotState:
+def _partition_state(slot: dict, synth: dict, job_state: str) -> SlotState:
     """A partition's state; one of an inputs job that waits for its witness shows how the
-    witness is coming along."""
+    witness is coming along. finish.lua leaves the slots of the partitions it verified as
+    they were, `proved`: in a done job they are verified."""
     state = slot.get("state", "sending")
+    if state == SlotState.PROVED and JobState(job_state).delivered:
+        return SlotState.VERIFIED
     if state == "idle" and synth.get("state") in _WAITING_FOR_WITNESS:
         return _WAITING_FOR_WITNESS[synth["state"]]
     return SlotState(state)
@@ -336,7 +339,7 @@ class Job:
             if synth.get("synth_s"):
                 timings["synth_s"] = float(synth["synth_s"])
             parts.append(PartitionStatus(
-                index=i, state=_partition_state(s, synth), attempts=int(s.get("attempts", 0)),
+                index=i, state=_partition_state(s, synth, rec["state"]), attempts=int(s.get("attempts", 0)),
                 worker=(res or {}).get("worker") or s.get("worker"), timings_s=timings,
                 events=by_slot.get(str(i), []),
                 synth_attempts=int(synth.get("attempts", 0)), error=s.get("error") or None,

@@ -67,9 +67,11 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
     members = claim.members
     slots = s.claimed_slots(claim)      # read by the claim itself
     log.info("job %s: batch of %d partitions %s", job_id, len(members), [m.index for m in members])
+    # The first lease refresh starts from the claim's own view of the job: it reads no member.
+    fence = {"seen": claim.fence[0], "run_until": claim.fence[1]}
     leases = BatchLeases(lambda index, token: s.refresh(job_id, index, token, ctx.worker_id),
                          [(m.index, m.token) for m in members], what=f"job {job_id}",
-                         refresh_all=functools.partial(s.refresh_batch, job_id, worker=ctx.worker_id, fence={}))
+                         refresh_all=functools.partial(s.refresh_batch, job_id, worker=ctx.worker_id, fence=fence))
     items = [BatchItem(witness_path=functools.partial(ctx.store.local_path, slot.witness), attempt=m.attempt)
              for m, slot in zip(members, slots)]
     ended: dict[int, str] = {}

@@ -7,8 +7,10 @@
 -- kernel of any build).
 -- Returns {'ok', attempt, started_at} or why not: job_over, stale, done, busy, excluded,
 -- quarantined, gave_up (attempts spent: the partition failed, or the job for finalize).
-local j = redis.call('HMGET', K.job, 'state', 'notified_at')
-local js = j[1]
+-- The job's fields this claim reads and writes (its counts among them), in one read.
+local c = 'c:' .. kind .. ':'
+local j = job_fields({'state', 'notified_at', 'attempts', 'taken', c .. 'sending', c .. 'queued', c .. 'running'})
+local js = j.state
 if not live(js) then return {'job_over', tostring(js)} end
 -- The slot's fields in one read.
 local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'excluded', 'attempts', 'routed_to',
@@ -19,17 +21,28 @@ if refused then return refused end
 local st = tostring(f[2])
 local attempts = tonumber(f[5] or '0') + 1
 local run_deadline = now + A.run_s
-if st ~= 'running' then count_move(slot, f[2], 'running') else taken_from_holder() end   -- a lapsed lease taken over
-redis.call('HINCRBY', K.job, 'attempts', 1)
+-- The job's changes in one write: its counts (as count_move would change them; a lapsed lease
+-- taken over is `taken` from its holder), its attempts, its start, a progress notice.
+local writes = st ~= 'running' and count_fields(j, kind, {[st] = -1, running = 1})
+               or count_fields(j, kind, {}, 1)
+for _, v in ipairs({'attempts', tonumber(j.attempts or '0') + 1}) do table.insert(writes, v) end
+if js == 'queued' then
+  for _, v in ipairs({'state', 'running', 'started_at', now_s}) do table.insert(writes, v) end
+end
+local notify = notice_due(j.notified_at)
+if notify then
+  table.insert(writes, 'notified_at')
+  table.insert(writes, now_s)
+end
+redis.call('HSET', K.job, unpack(writes))
 redis.call('HSET', K.slot, 'state', 'running', 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
            'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
 deadline_at(member, math.min(now + S.lease_ttl_s, run_deadline))
 -- Only a slot sent to one worker's own queue is in zkq:routed (resend_slot keeps routed_to).
 if f[6] and f[6] ~= '' then redis.call('ZREM', K.routed, member) end
-if js == 'queued' then redis.call('HSET', K.job, 'state', 'running', 'started_at', now_s) end
 local started = kind == 'synth' and 'synth_started' or 'started'
 event({event = started, attempt = attempts, worker = A.worker, pid = A.pid, token = A.token})
-progress_notice(started, j[2])
+if notify then redis.call('PUBLISH', channel, started) end
 -- The slot's record as Scheduler.slot_record reads it (files, enqueued_at, blamed builds,
 -- excluded workers): read here anyway, so the worker need not read it again.
 local out = {'ok', tostring(attempts), now_s}

@@ -19,13 +19,17 @@
 -- again alone) or taken meanwhile is skipped; one this worker may not take (excluded, routed
 -- elsewhere, attempts spent) is left queued, and the reaper's check of its message (gone
 -- with this one) sends it again alone.
--- Returns {'ok', started_at, lead_attempt, i1, token1, attempt1, <i1's record: 7 fields>, ...}
+-- Returns {'ok', started_at, lead_attempt, taken, run_deadline, i1, token1, attempt1, <i1's
+-- record: 7 fields>, ...} (taken: the job's count of slots taken from their holder after this
+-- claim, and the members' run deadline: what refresh_batch.lua's first call may start from)
 -- (the record: Scheduler.slot_records's fields, in its order; the lead first in scan
 -- mode), or why the lead cannot be claimed, as claim.lua: job_over, stale, done, busy,
 -- excluded, quarantined, gave_up (then no companion is claimed either); in range mode
 -- job_over, quarantined, or {'none'} when no member could be taken.
-local j = redis.call('HMGET', K.job, 'state', 'n', 'notified_at')
-local js = j[1]
+-- The job's fields this claim reads and writes (its counts among them), in one read.
+local j = job_fields({'state', 'n', 'notified_at', 'attempts', 'taken', 'c:prove:sending', 'c:prove:queued',
+                      'c:prove:running'})
+local js = j.state
 if not live(js) then return {'job_over', tostring(js)} end
 if kind ~= 'prove' then return {'done', 'not a partition'} end
 
@@ -34,11 +38,12 @@ local lease_deadline = math.min(now + S.lease_ttl_s, run_deadline)
 -- How many members left each state (counted once for the whole batch, not member by member);
 -- their deadline members, routed members and events, written once for all of them.
 local left, started_members, routed_members, events = {}, {}, {}, {}
+local taken_over = 0      -- lapsed leases taken over: slots `taken` from their holder
 -- Starts attempt `n` of partition `s` (whose checks the caller made) under `token`; `old`: its
 -- state, `routed`: its routed_to, as the caller read them.
 local function start(s, token, n, old, routed)
   local m = member_of(s)
-  if old ~= 'running' then left[old] = (left[old] or 0) + 1 else taken_from_holder() end   -- a lapsed lease taken over
+  if old ~= 'running' then left[old] = (left[old] or 0) + 1 else taken_over = taken_over + 1 end
   redis.call('HSET', slot_key(s), 'state', 'running', 'attempts', n, 'worker', A.worker, 'pid', A.pid,
              'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
   table.insert(started_members, m)
@@ -62,8 +67,8 @@ if A.count > 0 then
   if A.fingerprint ~= '' and redis.call('HEXISTS', K.quarantine, A.fingerprint) == 1 then
     return {'quarantined', A.fingerprint}
   end
-  local first, n = tonumber(slot), tonumber(j[2] or '0')
-  out = {'ok', now_s, '0'}
+  local first, n = tonumber(slot), tonumber(j.n or '0')
+  out = {'ok', now_s, '0', '', ''}
   for i = first, math.min(first + A.count, n) - 1 do
     if taken >= A.max_batch then break end
     local s = tostring(i)
@@ -87,9 +92,9 @@ else
   if refused then return refused end
   local attempts = tonumber(lf[5] or '0')
   start(slot, A.token, attempts + 1, tostring(lf[2]), lf[6])
-  out = {'ok', now_s, tostring(attempts + 1)}
+  out = {'ok', now_s, tostring(attempts + 1), '', ''}
   add_member(out, {slot, tostring(A.token), tostring(attempts + 1)}, lf, 7)
-  local n = tonumber(j[2] or '0')
+  local n = tonumber(j.n or '0')
   local lead = tonumber(slot)
   taken = 1
   for step = 1, math.min(A.scan, n - 1) do
@@ -111,13 +116,25 @@ zadd_all(K.deadlines, lease_deadline, started_members)
 zrem_all(K.checks, started_members)
 if #routed_members > 0 then zrem_all(K.routed, routed_members) end
 push_events(events)
-local started = 0
+-- The job's changes in one write: its counts (each member's old state -> running, as count_move
+-- would change them), its attempts, its start, a progress notice.
+local moves = {running = 0}
 for old, count in pairs(left) do
-  redis.call('HINCRBY', K.job, 'c:prove:' .. old, -count)
-  started = started + count
+  moves[old] = -count
+  moves.running = moves.running + count
 end
-if started > 0 then redis.call('HINCRBY', K.job, 'c:prove:running', started) end
-redis.call('HINCRBY', K.job, 'attempts', taken)
-if js == 'queued' then redis.call('HSET', K.job, 'state', 'running', 'started_at', now_s) end
-progress_notice('started', j[3])
+local writes = count_fields(j, 'prove', moves, taken_over)
+for _, v in ipairs({'attempts', tonumber(j.attempts or '0') + taken}) do table.insert(writes, v) end
+if js == 'queued' then
+  for _, v in ipairs({'state', 'running', 'started_at', now_s}) do table.insert(writes, v) end
+end
+local notify = notice_due(j.notified_at)
+if notify then
+  table.insert(writes, 'notified_at')
+  table.insert(writes, now_s)
+end
+redis.call('HSET', K.job, unpack(writes))
+if notify then redis.call('PUBLISH', channel, 'started') end
+out[4] = tostring(tonumber(j.taken or '0') + taken_over)
+out[5] = string.format('%.6f', run_deadline)
 return out

@@ -7,14 +7,11 @@ redis.call('HSET', K.job, 'verify_s', string.format('%.6f', A.verify_s))
 move(slot, 'verified')
 redis.call('HSET', K.slot, 'finished_at', now_s)
 -- The proved partitions are those with a result (a proof dropped by reprove.lua took its
--- partition out of `proved`; every partition has ended, so none changes meanwhile): one HKEYS
--- rather than a read of every partition's state.
-local verified = 0
-for _, i in ipairs(redis.call('HKEYS', job_prefix .. ':results')) do
-  redis.call('HSET', slot_key(i), 'state', 'verified')
-  verified = verified + 1
-end
--- The job's counts of partitions per state, changed once for all of them.
+-- partition out of `proved`; every partition has ended, so none changes meanwhile). Each is
+-- verified now, which its slot does not say: a partition `proved` in a done job is verified
+-- (the client reads it so: coordinator/client.py), and the job's counts say it here, changed
+-- once for all of them, rather than a write to every partition's slot.
+local verified = redis.call('HLEN', job_prefix .. ':results')
 if verified > 0 then
   redis.call('HINCRBY', K.job, 'c:prove:proved', -verified)
   redis.call('HINCRBY', K.job, 'c:prove:verified', verified)

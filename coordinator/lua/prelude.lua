@@ -97,7 +97,7 @@ local function current(token, states, worker)
 end
 -- Moves slot `s` to `state`, keeping the job's count of its slots per kind and state
 -- ("c:prove:running" ...), so that watching a job costs one read whatever its size.
--- Every change of a slot's state goes through here.
+-- Every change of a slot's state goes through here, or through count_fields below.
 -- `old`, when the caller read it already, saves reading it again (false: the slot has none).
 local function taken_from_holder() redis.call('HINCRBY', K.job, 'taken', 1) end
 local function count_move(s, old, state)
@@ -108,6 +108,33 @@ local function count_move(s, old, state)
   -- fences every member again once the job's `taken` count moves.
   if old == 'running' and state ~= 'proved' then taken_from_holder() end
   redis.call('HINCRBY', K.job, prefix .. state, 1)
+end
+-- count_move's writes for transitions that change many of the job's fields at once (claims,
+-- records): `counts` holds the count fields the caller read in its one HMGET of the job, and
+-- `moves` the slots leaving each state and entering each ({state = n, ...}, negative to leave);
+-- returns the field/value pairs to write in the job's one HSET (rather than an HINCRBY per
+-- field). `taken` as count_move bumps it: slots taken from their holder other than by its proof.
+-- The job's fields `names` as a table by name, from one HMGET (what count_fields reads).
+local function job_fields(names)
+  local values = redis.call('HMGET', K.job, unpack(names))
+  local out = {}
+  for i, name in ipairs(names) do out[name] = values[i] end
+  return out
+end
+local function count_fields(counts, kind_name, moves, taken)
+  local out = {}
+  for state, delta in pairs(moves) do
+    if delta ~= 0 then
+      local field = 'c:' .. kind_name .. ':' .. state
+      table.insert(out, field)
+      table.insert(out, tonumber(counts[field] or '0') + delta)
+    end
+  end
+  if taken and taken > 0 then
+    table.insert(out, 'taken')
+    table.insert(out, tonumber(counts.taken or '0') + taken)
+  end
+  return out
 end
 local function move(s, state, old)
   local key = slot_key(s)
@@ -135,8 +162,11 @@ end
 -- failed partition, a requeue, a parked slot are always published. `notified_at`: the job's
 -- field, as the caller read it.
 local NOTICE_EVERY_S = 0.1
+-- Whether a notice is due; a caller that writes `notified_at` in its own HSET of the job
+-- publishes the notice itself.
+local function notice_due(notified_at) return now - tonumber(notified_at or '0') >= NOTICE_EVERY_S end
 local function progress_notice(what, notified_at)
-  if now - tonumber(notified_at or '0') >= NOTICE_EVERY_S then
+  if notice_due(notified_at) then
     redis.call('HSET', K.job, 'notified_at', now_s)
     redis.call('PUBLISH', channel, what)
   end
@@ -294,16 +324,26 @@ end
 -- What recording `added` proofs does besides storing them (record.lua, record_batch.lua): the
 -- progress notice, the build marked valid for this key, the attempt's timings folded into the
 -- runtime averages (`runtime` key; field '' = measure nothing), and the job settled. `j`: the
--- recorder's HMGET of the job (state, zkey, notified_at, valid_builds, n, failed, proved).
+-- recorder's job_fields(RECORDER_READS), before this record.
 local function after_recording(j, added, runtime, build, field, prove_s, key_load_s)
-  progress_notice('proved', j[3])
-  mark_valid(j[2], build, j[4])
+  -- The counts (running -> proved) and the notice's time in the job's one write.
+  local writes = count_fields(j, 'prove', {running = -added, proved = added})
+  local notify = notice_due(j.notified_at)
+  if notify then
+    table.insert(writes, 'notified_at')
+    table.insert(writes, now_s)
+  end
+  redis.call('HSET', K.job, unpack(writes))
+  if notify then redis.call('PUBLISH', channel, 'proved') end
+  mark_valid(j.zkey, build, j.valid_builds)
   if field ~= '' then
     fold_runtime(runtime, field, prove_s)
     if key_load_s > 0 then fold_runtime(runtime, field .. '|load', key_load_s) end
   end
-  settle(j[5], j[6], tonumber(j[7] or '0') + added)
+  settle(j.n, j.failed, tonumber(j['c:prove:proved'] or '0') + added)
 end
+-- The job's fields record.lua and record_batch.lua read (after_recording's `j`).
+local RECORDER_READS = {'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved', 'c:prove:running'}
 
 -- A script's reply, with the finalize token it elected (if any) last, as "finalize=<token>":
 -- the caller (coordinator/scheduler.py) sends that message.

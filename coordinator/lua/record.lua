@@ -13,13 +13,13 @@
 -- partition failed before (the caller strikes them: strike.lua), with "finalize=<token>" last
 -- when it elected finalize, and after 'check' the proofs of other workers to verify
 -- (exchange_checks: index, token, witness, result, ...); or {'duplicate'}, {'stale'}, {'job_over'}.
-local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved')
-if not live(j[1]) then return {'job_over'} end
+local j = job_fields(RECORDER_READS)
+if not live(j.state) then return {'job_over'} end
 local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
 if tostring(f[1]) ~= tostring(A.token) or f[2] ~= 'running' or f[3] ~= A.worker then return {'stale'} end
 local results = job_prefix .. ':results'
 if redis.call('HSETNX', results, slot, A.payload) == 0 then return {'duplicate'} end
-count_move(slot, 'running', 'proved')
+-- The counts move in after_recording (running -> proved), with the job's other fields.
 redis.call('HSET', K.slot, 'state', 'proved', 'finished_at', now_s, 'producer', A.worker)
 -- A running slot's one deadline is its lease, in zkq:deadlines (claim.lua took it off
 -- zkq:checks and zkq:routed; refresh.lua only moves it there).

@@ -12,8 +12,8 @@
 -- failed before, when there are any: the caller strikes them), 'duplicate' or 'stale'; with
 -- the proofs of other workers to verify after 'check' (as record.lua's), and "finalize=<token>"
 -- last when it elected finalize.
-local j = redis.call('HMGET', K.job, 'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved')
-if not live(j[1]) then return {'job_over'} end
+local j = job_fields(RECORDER_READS)
+if not live(j.state) then return {'job_over'} end
 local results = job_prefix .. ':results'
 local names = {}
 for _, m in ipairs(A.members) do table.insert(names, tostring(m[1])) end
@@ -44,8 +44,6 @@ for i, m in ipairs(A.members) do
 end
 if #ended > 0 then
   redis.call('HSET', results, unpack(stored))
-  redis.call('HINCRBY', K.job, 'c:prove:running', -#ended)
-  redis.call('HINCRBY', K.job, 'c:prove:proved', #ended)
   -- A running slot's one deadline is its lease, in zkq:deadlines.
   zrem_all(K.deadlines, ended)
   push_events(events)
