@@ -18,12 +18,15 @@ from zkqueue.config import ProcessSettings, Settings
 from zkqueue.coordinator.scheduler import Scheduler
 from zkqueue.coordinator.store import ArtifactStore
 from zkqueue.workers import faults
-
-# How often one process folds a key's measured proving time into the fleet's average.
-RUNTIME_FOLD_S = 5.0
 from zkqueue.workers.devices import Device
 from zkqueue.workers.fingerprint import fingerprint
 from zkqueue.workers.proving import PartitionProver
+
+# How often one process folds a key's measured proving time into the fleet's average.
+RUNTIME_FOLD_S = 5.0
+# By this age of a pool child, its worker's main process has reported any earlier child's death
+# of memory (workers/deaths.PoolWatch looks at every liveness beat, heartbeat_interval_s).
+DEATHS_REPORTED_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class Context:
         self.pid = os.getpid()
         self._shapes: dict = {}
         self._folded: dict[str, float] = {}     # runtime field -> when this process last folded into it
+        self._started = time.monotonic()
+        self._fits: set[str] = set()            # keys this worker is known not to have died of memory proving
         # job -> (index, token) of other workers' proofs this worker verified valid, sent with
         # its next record of the job (tasks/checks.py).
         self.check_marks: dict[str, list[tuple[int, int]]] = {}
@@ -86,6 +91,19 @@ class Context:
     def device_class(self) -> str:
         """What proving times are measured per: the backend and the device model."""
         return f"{self.identity.backend}:{self.fingerprint.get('device_name')}"
+
+    def key_too_big(self, zkey_sha: str) -> bool:
+        """Whether this worker died of memory proving the key (Scheduler.key_too_big). Once
+        this process is DEATHS_REPORTED_S old, a "no" is kept rather than read again before
+        every partition: a worker has one pool child at a time (concurrency 1), so the only
+        death that could turn it into a "yes" later is this process's own, and an earlier
+        child's was reported by then."""
+        if zkey_sha in self._fits:
+            return False
+        too_big = self.scheduler.key_too_big(self.worker_id, zkey_sha)
+        if not too_big and time.monotonic() - self._started >= DEATHS_REPORTED_S:
+            self._fits.add(zkey_sha)
+        return too_big
 
     def key_shape(self, zkey_sha: str):
         """The recorded shape of a key (workers.key_needs.KeyShape), or None when its client did

@@ -132,7 +132,7 @@ def _admit(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: 
     from zkqueue.workers.key_needs import needs_by_backend
     shape = ctx.key_shape(zkey_sha)
     threads = ctx.identity.threads or os.cpu_count() or 1
-    if ctx.scheduler.key_too_big(ctx.worker_id, zkey_sha):
+    if ctx.key_too_big(zkey_sha):
         log.warning("job %s partition %d: this worker died of memory proving its key; leaving it for another",
                     job_id, index)
         return leave_died_of_memory(ctx, job_id, index, token,
