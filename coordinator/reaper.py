@@ -1,10 +1,10 @@
 """The reaper: recovers slots whose worker vanished, in seconds.
 
-Celery redelivers the message of a SIGKILLed worker only after the Redis visibility
-timeout (an hour by default). The reaper does not wait for that: a running slot whose
-lease deadline (or run deadline: alive but hung) passed is re-enqueued with a new token
-(the late redelivery then finds a stale token and does nothing); a slot stuck in
-`sending` is sent again; a queued slot whose message is gone from the broker, or was taken
+kombu redelivers the message of a SIGKILLed worker only after the Redis visibility timeout
+(an hour by default), and only from an index zkqueue's transport does not keep
+(coordinator/transport._QoS). The reaper does not wait: a running slot whose lease deadline
+(or run deadline: alive but hung) passed is re-enqueued with a new token (a copy of the old
+message finds a stale token and does nothing); a slot stuck in `sending` is sent again; a queued slot whose message is gone from the broker, or was taken
 by a consumer that died before claiming it, is sent again with the same token; a slot
 routed to a worker that stopped beating is routed again. Attempts are capped by the
 transition scripts, which fail the job with the reason when they run out.
@@ -25,7 +25,7 @@ import time
 import redis
 
 from . import keys
-from .broker import queue_lists, unacked_slots
+from .broker import UNACKED_HASH, queue_lists, unacked_slots
 from .queue_index import QueueIndex
 from .registry import redis_time
 from .replies import Check, Lost, Parked, Reply, Resend
@@ -194,8 +194,9 @@ class Reaper:
         """Re-sends messages whose consumer died after taking them and before claiming them.
 
         A live worker claims a message it took within milliseconds, so a message unacknowledged
-        for orphan_grace_s whose slot is still queued under its token lost its consumer; kombu
-        would restore it only after the visibility timeout (an hour by default).
+        for orphan_grace_s whose slot is still queued under its token lost its consumer (kombu
+        would have redelivered it only after the visibility timeout, an hour by default). Also
+        drops the copies of messages whose partitions all moved on, after that timeout.
         """
         now = time.monotonic()
         seen, acted = {}, 0
@@ -219,8 +220,19 @@ class Reaper:
         for tag in dropped:
             seen.pop(tag, None)
         # Looked at past their grace, no slot of theirs waiting: claimed for good.
-        self._claimed_tags = {t for t in seen if t in self._claimed_tags
-                              or (now - seen[t] >= self.s.settings.orphan_grace_s and t not in waiting)}
+        claimed = {t for t in seen if t in self._claimed_tags
+                   or (now - seen[t] >= self.s.settings.orphan_grace_s and t not in waiting)}
+        # A claimed message unacknowledged for the visibility timeout: its consumer died, or
+        # holds it past any task's time limit. kombu would redeliver it, to meet a stale token;
+        # its copy is dropped instead (coordinator/transport._QoS keeps no index for kombu's).
+        expired = [t for t in claimed if now - seen[t] >= self.s.settings.visibility_timeout_s]
+        if expired:
+            self.s.r.hdel(UNACKED_HASH, *expired)
+            log.info("dropped %d unacknowledged message(s) whose partitions all moved on", len(expired))
+            for t in expired:
+                claimed.discard(t)
+                seen.pop(t)
+        self._claimed_tags = claimed
         self._unacked_seen = seen
         return acted
 

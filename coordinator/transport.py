@@ -28,7 +28,8 @@ from queue import Empty
 import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import loads
+from kombu.transport import virtual
+from kombu.utils.json import dumps, loads
 
 from . import deadletter, keys
 from .broker import decode_task
@@ -167,12 +168,33 @@ class _NonBlockingPubSub:
 
 
 class _QoS(kombu_redis.QoS):
-    """kombu's bookkeeping of delivered, unacknowledged messages (late acks), without a
-    MULTI/EXEC around each delivery's two writes and each ack's two deletes: four Redis
-    commands fewer per message. Nothing relies on the pair being atomic: kombu's restore and
-    the reaper's orphan adoption (coordinator/reaper.py) read the hash of messages, and a
-    message whose index entry outlived it is skipped by both; a message's fate is decided by
-    its slot's token, not by this bookkeeping."""
+    """kombu's bookkeeping of delivered, unacknowledged messages (late acks): the hash of
+    messages (`unacked`, tag -> message), written once at delivery and deleted at the ack,
+    without kombu's index of delivery times (`unacked_index`) or a MULTI/EXEC around them: one
+    Redis command per delivery and one per ack rather than four and four.
+
+    The index served only kombu's redelivery after the visibility timeout, which the reaper
+    does better (coordinator/reaper.py, reading the hash): a message whose consumer died before
+    starting it is sent again after orphan_grace_s (not an hour), a started one is covered by
+    its partitions' leases, and the copy of a message whose partitions all moved on is
+    dropped once unacknowledged for the visibility timeout (kombu's redelivery of it would
+    only have met a stale token). A message's fate is decided by its slot's token, not by
+    this bookkeeping; a warm shutdown's restore and a rejection with requeue still put the
+    message back from the hash, as kombu does."""
+
+    def append(self, message, delivery_tag):
+        delivery = message.delivery_info
+        with self.channel.conn_or_acquire() as client:
+            client.hset(self.unacked_key, delivery_tag,
+                        dumps([message._raw, delivery["exchange"], delivery["routing_key"]]))
+        virtual.QoS.append(self, message, delivery_tag)
+
+    def _remove_from_indices(self, delivery_tag, pipe=None):
+        with self.pipe_or_acquire(pipe) as pipe:
+            return pipe.hdel(self.unacked_key, delivery_tag)
+
+    def restore_visible(self, start=0, num=10, interval=10):
+        """Nothing: no index of delivery times is kept (see the class)."""
 
     @contextmanager
     def pipe_or_acquire(self, pipe=None, client=None):

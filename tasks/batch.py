@@ -13,8 +13,8 @@ member then recorded, failed or retried alone (tasks/partition.py sends small ke
                (a CPU; a larger key's pipeline of two on a GPU)
     record     the members' checked proofs in one transition per group (record_batch.lua:
                each token-fenced, stored once): every proof ready at once (a device pass)
-               goes in one call, proofs that come one by one at most one lease refresh
-               late; a kill between two records loses nothing (the unrecorded members'
+               goes in one call, proofs that come one by one at most half a lease late
+               (each call costs Redis about a dozen commands however few it records); a kill between two records loses nothing (the unrecorded members'
                leases lapse and the reaper sends them again) and records nothing twice
 A prove_batch message (one per B partitions of a submit, coordinator/broker.py) is claimed in
 range mode: every one of its partitions still waiting under its token.
@@ -114,11 +114,12 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
                 if isinstance(outcome, Proved):
                     pending.add(i, outcome)
                     # Recorded in groups: all that are ready now (a device pass), fast proofs
-                    # that come one by one about a lease refresh late, a slow proof at once;
+                    # that come one by one at most half a lease late (their leases are
+                    # refreshed meanwhile; a kill loses that much work), a slow proof at once;
                     # the test fault records one by one, so that a kill lands between records.
                     if (ctx.faults.slow_record_s or len(ended) + len(pending) == len(members)
                             or outcome.timings_s["prove_s"] >= ctx.settings.lease_refresh_s
-                            or pending.age_s() >= ctx.settings.lease_refresh_s):
+                            or pending.age_s() >= ctx.settings.lease_ttl_s / 2):
                         pending.flush()
                 else:
                     ended[i] = _settle(ctx, job_id, m, outcome, slots[i], after_failed_self_check)

@@ -156,6 +156,49 @@ def test_a_message_taken_by_a_consumer_that_died_before_starting_it_is_sent_agai
     assert len(_events(job.status(), "resent")) == 1
 
 
+def test_a_worker_keeps_one_record_per_message_it_holds_unacknowledged(queue):
+    """zkqueue's transport keeps kombu's hash of delivered messages (what the reaper's orphan
+    adoption and a warm shutdown's restore read), not kombu's index of delivery times."""
+    group = queue.start_workers(1, fault="slow:3")
+    queue.ready(group)
+    job = queue.client().submit(ZKEY, PARTITIONS[:1])
+    wait_until(lambda: job.progress().running == 1, 30, "the partition to start")
+    assert queue.r.hlen("unacked") == 1 and not queue.r.exists("unacked_index")
+    job.wait(60)
+    wait_until(lambda: queue.r.hlen("unacked") == 0, 10, "the message to be acknowledged")
+
+
+def test_the_copy_of_a_message_whose_partition_moved_on_is_dropped_after_the_visibility_timeout(queue):
+    """A consumer took a message and died; the partition was claimed meanwhile under the same
+    token (a copy sent again). kombu would redeliver the dead consumer's copy after the
+    visibility timeout, to meet a stale claim; the reaper drops it then, and nothing else moves."""
+    from zkqueue.coordinator.reaper import Reaper
+    from zkqueue.coordinator.scheduler import Scheduler
+    job = queue.client().submit(ZKEY, PARTITIONS[:1])
+    taker = subprocess.Popen([sys.executable, "-c", _TAKE_ONE, queue.redis_url, keys.SHARED_QUEUE],
+                             env=queue.env(), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert taker.stdout.readline().strip() == "taken"
+    taker.kill()
+    taker.wait()
+    sched = Scheduler(queue.settings(visibility_timeout_s=3.0, task_time_limit_s=2.0, partition_timeout_s=1.0,
+                                      orphan_grace_s=0.1))
+    assert sched.claim(job.id, 0, 1, "w-elsewhere", 1, run_s=60).kind == "ok"
+    reaper = Reaper(sched)
+
+    def tick() -> int:
+        assert sched.refresh(job.id, 0, 1, "w-elsewhere") == "ok"     # its holder is alive
+        reaper.tick()
+        return queue.r.hlen("unacked")
+
+    first = time.monotonic()
+    assert tick() == 1                 # claimed: not an orphan, kept until the timeout
+    wait_until(lambda: tick() == 0, 15, "the dead consumer's copy to be dropped")
+    assert time.monotonic() - first >= 3.0
+    slot = queue.r.hmget(keys.slot(job.id, 0), "state", "token", "worker")
+    assert slot == [b"running", b"1", b"w-elsewhere"]
+    assert not _events(job.status(), "resent")
+
+
 def test_a_hung_kernel_is_reassigned_and_its_worker_process_restarted(queue):
     good = queue.start_workers(1, fault="slow:1")
     queue.ready(good)

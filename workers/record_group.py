@@ -2,7 +2,7 @@
 
 A batch's members are recorded in one transition per group (coordinator/lua/record_batch.lua)
 rather than one each: every proof that is ready at once (a device pass) goes in one call,
-and proofs that come one by one wait at most a set time (the caller's: a lease refresh), so
+and proofs that come one by one wait at most a set time (the caller's: half a lease), so
 that a kill loses little work and nothing is recorded twice (each record is token-fenced).
 This module holds the group; the caller says how to record it.
 """
