@@ -5,7 +5,7 @@ dead one alive.
 
 A heartbeat costs one command (`Beat`): a PEXPIRE of the worker's record, which keeps the
 record's TTL, and so the time a dead worker takes to be noticed, what it was. The record is
-written in full (TIME, then SET with the TTL and ZADD of zkq:workers, Registry.write) only
+written in full (TIME, then SET with the TTL and ZADD of zkq:workers: Registry.beat) only
 when what it says changed, or every FULL_EVERY beats: the zkq:workers scores feed dead()
 alone, whose cutoff is a minute or more, and live() lists every member whatever its score.
 """
@@ -19,7 +19,9 @@ import redis
 from . import keys
 
 # A worker's record is written in full at least every FULL_EVERY heartbeats (10 s at the
-# default interval of 1 s): its memory figures and zkq:workers score are that fresh.
+# default interval of 1 s): its memory figures and zkq:workers score are that fresh. The
+# reaper forgets a worker whose score is max(60, 10 * heartbeat_ttl_s) s old (and whose record
+# expired); heartbeat_interval_s < heartbeat_ttl_s (config), so 10 beats are always less.
 FULL_EVERY = 10
 # Memory figures that move with every beat (what the worker uses now, the GPU's free memory):
 # shown by `zkqueue status`, read by no decision, so a change in them alone waits for the
