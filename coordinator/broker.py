@@ -57,6 +57,20 @@ def queue_depths(r: redis.Redis, queues) -> dict[str, int]:
     return {q: sum(next(lengths) for _ in PRIORITY_STEPS) for q in queues}
 
 
+def messages_waiting(r: redis.Redis, queues) -> int:
+    """How many messages wait on `queues` (every priority list of each): one EXISTS when
+    none does (Redis keeps no empty list), the common answer for an idle worker's consumer
+    watch; the lengths (queue_depths) only when some list has messages.
+
+    Raises:
+        redis.RedisError: Redis cannot be reached.
+    """
+    queues = list(queues)
+    if not r.exists(*(lst for q in queues for lst in queue_lists(q))):
+        return 0
+    return sum(queue_depths(r, queues).values())
+
+
 def celery_config(settings: Settings) -> dict:
     """Configuration shared by senders and workers (tasks/config.py adds the worker side).
     How to reach the broker (URL, TLS, Sentinel, timeouts) is coordinator/connections.py's."""

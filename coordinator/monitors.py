@@ -5,7 +5,8 @@ Redis commands per partition that nobody reads unless Flower runs. So a worker s
 only when asked: `zkqueue flower` keeps zkq:flower set (renewed every FLOWER_RENEW_S, gone
 FLOWER_TTL_S after it stops), and a worker starting while it is set sends task events from
 its start; a worker started earlier gets Flower's own periodic `enable_events` broadcast
-(every 5 s). Celery's worker heartbeat events, which Flower's worker list needs, stay on.
+(every 5 s). Celery's worker heartbeat events, which Flower's worker list needs, stay on, every
+tasks/main.py's CELERY_HEARTBEAT_S (8 s, not Celery's 2).
 """
 
 from __future__ import annotations

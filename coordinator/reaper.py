@@ -10,7 +10,9 @@ routed to a worker that stopped beating is routed again. Attempts are capped by 
 transition scripts, which fail the job with the reason when they run out.
 
 Any process may run a Reaper; a Redis lock (SET NX PX, renewed by its owner) keeps one
-active at a time, and another takes over within the lock TTL if the owner dies.
+active at a time, and another takes over within the lock TTL if the owner dies. A standby
+(every worker process runs one) reads only the lock's PTTL, once per lock TTL, and tries
+the lock when it is gone.
 """
 
 from __future__ import annotations
@@ -34,14 +36,15 @@ from .scheduler import Scheduler, what
 log = logging.getLogger("zkqueue.reaper")
 
 DUE_BATCH = 500          # due slots read per round trip
+# Dead workers (no heartbeat for a minute or more) are looked for every FORGET_EVERY ticks,
+# not every tick: their cutoff is a minute, their cost a TIME and a ZRANGEBYSCORE.
+FORGET_EVERY = 10
 
 # Unlock only if still ours, so a slow owner never deletes a successor's lock.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-# A standby (the lock held by another) costs one GET and one PTTL per try, not a GET and a
-# failing SET NX; it learns (as minus the milliseconds, at least 1) when the lock expires
-# unless renewed, and tries again then rather than every interval: the lock can change hands
-# no sooner (every worker process runs a standby: at 16 workers their tries every second
-# were two commands a partition).
+# The owner renews with it (GET, PEXPIRE); a standby runs it only when a PTTL found the
+# lock gone (Reaper.acquire), when it takes the lock (SET NX) unless another standby was
+# first: then it learns (as minus the milliseconds, at least 1) when that one's lock expires.
 _RENEW = ("local owner = redis.call('GET', KEYS[1]) "
           "if owner == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
           "if owner then local t = redis.call('PTTL', KEYS[1]) if t < 1 then t = 1 end return -t end "
@@ -60,6 +63,8 @@ class Reaper:
         self._release = scheduler.r.register_script(_RELEASE)
         self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
         self._next_try_s = self.interval_s          # how long run() waits before the next tick
+        self._held = False                          # the last try found the lock ours
+        self._ticks = 0                             # ticks as the owner (FORGET_EVERY)
         # Unacknowledged messages whose every slot was seen claimed (not queued under the
         # message's token): their consumer started them, so they are never orphans; not looked
         # at again (a long proof, a batch of 16, holds its message unacknowledged for its
@@ -70,13 +75,27 @@ class Reaper:
         self._queued = QueueIndex(scheduler.r)
 
     def acquire(self) -> bool:
-        """Takes or renews the reaper lock; True when this process is the reaper now."""
+        """Takes or renews the reaper lock; True when this process is the reaper now.
+
+        A standby (the lock was another's at its last try) first reads the lock's PTTL, one
+        command: while the lock lives it waits until it would expire unless renewed (the
+        lock can change hands no sooner), and runs the script (GET, then SET NX) only once
+        the lock is gone, or has no expiry. Every worker process runs a standby: at 16
+        workers their scripts (three commands) every lock TTL were over a command a partition.
+        """
+        if not self._held:
+            left_ms = self.s.r.pttl(keys.reaper_lock())
+            if left_ms > 0:
+                self._next_try_s = max(self.interval_s, left_ms / 1000.0)
+                return False
         got = int(self._renew(keys=[keys.reaper_lock()], args=[self.owner, self.lock_ttl_ms]))
+        self._held = got > 0
         # A standby's next try: when the owner's lock would expire (not before the interval).
         self._next_try_s = max(self.interval_s, -got / 1000.0) if got < 0 else self.interval_s
-        return got > 0
+        return self._held
 
     def release(self) -> None:
+        self._held = False
         try:
             self._release(keys=[keys.reaper_lock()], args=[self.owner])
         except redis.RedisError:
@@ -91,23 +110,32 @@ class Reaper:
         if not self.acquire():
             return 0
         acted = 0
+        # Redis's clock read once per tick (TIME), and carried on by this host's monotonic
+        # clock for the rest of it (a tick lasts about an interval at most).
+        started, redis_now = time.monotonic(), redis_time(self.s.r)
+
+        def now() -> float:
+            return redis_now + (time.monotonic() - started)
+
         # Due slots in batches, oldest deadline first, until none is left or the tick has
         # used its interval: first zkq:deadlines (sends, leases, parked slots), then with what
         # is left of the interval zkq:checks (queued messages to look for), so that a lease
         # that expired never waits behind the checks of a long queue.
-        budget_end = time.monotonic() + self.interval_s
+        budget_end = started + self.interval_s
         for zset in (keys.deadlines(), keys.checks()):
             while True:
-                due = self.s.r.zrangebyscore(zset, "-inf", redis_time(self.s.r), start=0, num=DUE_BATCH)
+                due = self.s.r.zrangebyscore(zset, "-inf", now(), start=0, num=DUE_BATCH)
                 acted += self._reap(due) if zset == keys.deadlines() else self._recheck(due)
                 if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
                     break
         acted += self._adopt_orphans()
-        now = redis_time(self.s.r)
+        routed_now = now()
         for raw, routed_at in self.s.r.zrange(keys.routed(), 0, -1, withscores=True):
             job_id, slot = keys.parse_member(raw.decode())
-            acted += self._routed(job_id, slot, waited_s=now - routed_at)
-        self._forget_dead_workers()
+            acted += self._routed(job_id, slot, waited_s=routed_now - routed_at)
+        if self._ticks % FORGET_EVERY == 0:
+            self._forget_dead_workers(now())
+        self._ticks += 1
         return acted
 
     def _reap(self, due: list[bytes]) -> int:
@@ -258,8 +286,10 @@ class Reaper:
                                            f"to is gone; excluded: {excluded or 'none'})")
         return int(out.kind in ("send", "failed", "parked"))
 
-    def _forget_dead_workers(self) -> None:
-        for worker_id in self.s.registry.dead(older_than_s=max(60.0, 10 * self.s.settings.heartbeat_ttl_s)):
+    def _forget_dead_workers(self, now: float) -> None:
+        """Drops workers whose heartbeat stopped long ago (`now`: Redis's time) from
+        zkq:workers, with their own queues."""
+        for worker_id in self.s.registry.dead(older_than_s=max(60.0, 10 * self.s.settings.heartbeat_ttl_s), now=now):
             # Its own queue can only hold stale messages now (routed slots were re-routed).
             self.s.r.delete(*queue_lists(keys.worker_queue(worker_id)))
             self.s.r.zrem(keys.workers(), worker_id)

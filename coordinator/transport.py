@@ -10,7 +10,8 @@ decode_task: an envelope, an accepted content type, a known task, arguments that
 for a job that exists. Anything else is recorded on the dead-letter list
 (coordinator/deadletter.py) with its reason, logged once as one line, and never delivered.
 
-The channel's pub/sub reads (remote control) never block: see _receive_one.
+The channel's pub/sub reads (remote control) never block, nor send a second health-check
+PING: see _receive_one and _NonBlockingPubSub.
 
 Celery uses these classes through `broker_transport` (coordinator/broker.py's
 celery_config). Written against kombu 5's Redis channel, whose two read methods these
@@ -155,12 +156,21 @@ class _Guard:
 
 
 class _NonBlockingPubSub:
-    """A redis-py PubSub whose parse_response() returns None when no reply has arrived."""
+    """A redis-py PubSub whose parse_response() returns None when no reply has arrived, and
+    sends no health-check PING of its own."""
 
     def __init__(self, pubsub):
         self._pubsub = pubsub
 
     def parse_response(self):
+        # kombu reads when the socket is readable: a reply is there, often the PONG of the
+        # health-check PING kombu's own timer sent (maybe_check_subclient_health, every
+        # health_check_interval). redis-py checks health before every read, and the PING's
+        # reply not being read yet, sent a second PING each time: the reply about to be read
+        # (or the closed connection, reconnected by the read) answers for the connection.
+        conn = self._pubsub.connection
+        if conn is not None and conn.health_check_interval:
+            conn.next_health_check = time.monotonic() + conn.health_check_interval
         return self._pubsub.parse_response(block=False, timeout=0)
 
     def __getattr__(self, name):

@@ -19,6 +19,12 @@ import sys
 
 log = logging.getLogger("zkqueue.worker")
 
+# Seconds between Celery's worker-heartbeat events (Flower's worker list; Celery's default is
+# 2): a killed worker shows offline in Flower 2 * this after its last one. Below the broker
+# connections' health-check interval (coordinator/connections.py's HEALTH_CHECK_S, 10 s):
+# a connection silent that long sends a PING before its next command.
+CELERY_HEARTBEAT_S = 8
+
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m zkqueue.tasks.main", description=__doc__.splitlines()[0])
@@ -119,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         f"--queues={','.join(consumed)}", f"--loglevel={(args.loglevel or proc.loglevel).upper()}",
         "--without-mingle", "--without-gossip", "--prefetch-multiplier=1",
         # Celery's event heartbeat only feeds monitors (Flower); liveness is our own heartbeat.
-        *([] if proc.task_events else ["--without-heartbeat"]),
+        # Every CELERY_HEARTBEAT_S, not Celery's 2 s (a PUBLISH each): Flower's "online"
+        # window follows the interval each heartbeat carries (twice it).
+        *([f"--heartbeat-interval={CELERY_HEARTBEAT_S}"] if proc.task_events else ["--without-heartbeat"]),
     ])
     return ExitCode.OK
 
@@ -167,7 +175,9 @@ def _preload_in_the_pool_child() -> None:
 def _queue_link(settings, worker_id: str, consumed: list[str]):
     """What the worker runtime (workers/process.py) needs of the queue, built on this side of
     the arrows: workers/ never imports coordinator/."""
+    from zkqueue.coordinator.broker import messages_waiting
     from zkqueue.coordinator.reaper import Reaper
+    from zkqueue.coordinator.registry import Beat
     from zkqueue.coordinator.scheduler import Scheduler
     from zkqueue.workers.process import QueueLink
 
@@ -177,9 +187,10 @@ def _queue_link(settings, worker_id: str, consumed: list[str]):
         _, stop = Reaper(sched, owner=worker_id).start_thread()
         return stop.set
 
-    return QueueLink(beat=lambda info: sched.registry.beat(worker_id, info),
+    # A heartbeat is mostly one PEXPIRE (Beat); the consumer watch's look one EXISTS.
+    return QueueLink(beat=Beat(sched.registry, worker_id),
                      leave=lambda: sched.registry.remove(worker_id),
-                     waiting=lambda: sched.waiting(consumed),
+                     waiting=lambda: messages_waiting(sched.r, consumed),
                      start_reaper=start_reaper,
                      died_of_memory=lambda is_gone, how: sched.died_of_memory(worker_id, is_gone, how))
 

@@ -1,0 +1,213 @@
+"""What a worker costs Redis every second, whatever it proves: its heartbeat, its reaper
+standby, its consumer watch. Each is counted here, command by command, on a real Redis, with
+the guarantee it keeps: a dead worker's record still expires after heartbeat_ttl_s, a reaper
+whose owner stops renewing is still replaced within the lock's TTL, a stalled consumer is
+still stopped."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import redis
+from queue_support import queue, wait_until  # noqa: F401  (fixture)
+
+from zkqueue.coordinator import keys
+from zkqueue.coordinator.broker import messages_waiting, queue_lists
+from zkqueue.coordinator.reaper import Reaper
+from zkqueue.coordinator.registry import FULL_EVERY, Beat, Registry
+from zkqueue.coordinator.scheduler import Scheduler
+from zkqueue.workers import consumer_watch
+from zkqueue.workers.consumer_watch import ConsumerWatch
+
+
+@contextmanager
+def commands_sent(monkeypatch):
+    """The names of the commands this process sends to Redis inside the block (pipelined
+    ones included), in order."""
+    sent: list[str] = []
+    send, pack = redis.Connection.send_command, redis.Connection.pack_commands
+
+    def send_command(self, *args, **kwargs):
+        sent.append(str(args[0]).upper())
+        return send(self, *args, **kwargs)
+
+    def pack_commands(self, commands):
+        commands = list(commands)
+        sent.extend(str(c[0]).upper() for c in commands)
+        return pack(self, commands)
+
+    with monkeypatch.context() as m:
+        m.setattr(redis.Connection, "send_command", send_command)
+        m.setattr(redis.Connection, "pack_commands", pack_commands)
+        yield sent
+
+
+def _record(children: list[int], used: int) -> dict:
+    return {"worker": "w1", "pid": 10, "children": children, "queue": keys.worker_queue("w1"),
+            "memory": {"limit_bytes": 8 << 30, "used_bytes": used, "capacity_bytes": 4 << 30}}
+
+
+def test_a_heartbeat_is_one_pexpire_and_the_record_is_written_whenever_it_changes(queue, monkeypatch):
+    registry = Registry(queue.r, ttl_s=5)
+    beat = Beat(registry, "w1")
+    with commands_sent(monkeypatch) as sent:
+        beat(_record([11], used=1))
+    assert sent == ["TIME", "SET", "ZADD"]
+    first_score = queue.r.zscore(keys.workers(), "w1")
+
+    # What moves every second (memory in use) alone: one PEXPIRE, the TTL renewed in full.
+    for used in range(2, FULL_EVERY + 1):
+        queue.r.pexpire(keys.worker("w1"), 1000)
+        with commands_sent(monkeypatch) as sent:
+            beat(_record([11], used=used))
+        assert sent == ["PEXPIRE"]
+        assert 4000 < queue.r.pttl(keys.worker("w1")) <= 5000
+    assert json.loads(queue.r.get(keys.worker("w1")))["memory"]["used_bytes"] == 1
+
+    # The FULL_EVERY-th beat since the write: the record and the score in full again.
+    with commands_sent(monkeypatch) as sent:
+        beat(_record([11], used=FULL_EVERY + 1))
+    assert sent == ["TIME", "SET", "ZADD"]
+    assert json.loads(queue.r.get(keys.worker("w1")))["memory"]["used_bytes"] == FULL_EVERY + 1
+    assert queue.r.zscore(keys.workers(), "w1") > first_score
+
+    # A new pool child is written the beat it appears (tests and the reaper read the pids).
+    with commands_sent(monkeypatch) as sent:
+        beat(_record([12], used=1))
+    assert sent == ["TIME", "SET", "ZADD"]
+    assert registry.live()[0]["children"] == [12]
+
+    # A record Redis lost (expired while the worker stood still, a restart, the reaper
+    # forgot it) is written again at the next beat, in the zset too.
+    queue.r.delete(keys.worker("w1"), keys.workers())
+    with commands_sent(monkeypatch) as sent:
+        beat(_record([12], used=1))
+    assert sent == ["PEXPIRE", "TIME", "SET", "ZADD"]
+    assert [b["worker"] for b in registry.live()] == ["w1"]
+
+
+def test_a_worker_that_stops_beating_is_dead_after_the_ttl(queue):
+    registry = Registry(queue.r, ttl_s=0.5)
+    beat = Beat(registry, "w1")
+    for used in range(3):          # a full write, then renewals
+        beat(_record([11], used=used))
+        assert registry.alive("w1")
+    wait_until(lambda: not registry.alive("w1"), 2, "the record to expire after its TTL")
+    assert registry.live() == []
+
+
+def test_a_reaper_standby_reads_only_the_locks_ttl_and_takes_over_when_it_lapses(queue, monkeypatch):
+    owner, standby = Scheduler(queue.settings()), Scheduler(queue.settings())
+    a, b = Reaper(owner, owner="a"), Reaper(standby, owner="b")
+    try:
+        assert a.acquire() and standby.r.ping()       # (a connection's own handshake set aside)
+        with commands_sent(monkeypatch) as sent:
+            assert not b.acquire()
+        assert sent == ["PTTL"]
+        # It tries again when the lock would expire unless renewed, not before.
+        assert b._next_try_s >= (a.lock_ttl_ms - 1000) / 1000
+
+        # The owner stops renewing (it died): the standby takes the lock once it lapses.
+        queue.r.pexpire(keys.reaper_lock(), 200)
+        wait_until(b.acquire, 5, "the standby to take the lapsed lock")
+        assert queue.r.get(keys.reaper_lock()) == b"b"
+        # The old owner, back, finds the lock another's (one script), then is a standby.
+        assert not a.acquire()
+        with commands_sent(monkeypatch) as sent:
+            assert not a.acquire()
+        assert sent == ["PTTL"]
+        assert b.acquire()
+    finally:
+        owner.close()
+        standby.close()
+
+
+def test_messages_waiting_costs_one_exists_when_nothing_waits(queue, monkeypatch):
+    consumed = [keys.worker_queue("w1"), keys.SHARED_QUEUE]
+    with commands_sent(monkeypatch) as sent:
+        assert messages_waiting(queue.r, consumed) == 0
+    assert sent == ["EXISTS"]
+    queue.r.rpush(queue_lists(keys.SHARED_QUEUE)[2], "m1", "m2")
+    queue.r.rpush(queue_lists(keys.worker_queue("w1"))[0], "m3")
+    assert messages_waiting(queue.r, consumed) == 3
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_consumer_watch_looks_at_the_queues_a_few_times_per_stall_and_still_stops_a_stall(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(consumer_watch, "time", SimpleNamespace(monotonic=clock))
+    looks, stopped, waiting, idle = [], [], [0], [True]
+
+    def look() -> int:
+        looks.append(clock.now)
+        return waiting[0]
+
+    watch = ConsumerWatch(idle=lambda: idle[0], waiting=look, stall_s=15, stop=stopped.append)
+    assert watch.look_every_s == 15 / 4
+
+    def beats(seconds: int) -> None:      # the liveness beat, every second
+        for _ in range(seconds):
+            clock.now += 1
+            watch.check()
+
+    # Idle with nothing waiting for a minute: a look every 4 beats, not every beat.
+    beats(60)
+    assert 14 <= len(looks) <= 16 and not stopped
+
+    # A busy beat starts the idle spell over.
+    idle[0] = False
+    beats(1)
+    idle[0], looks[:] = True, []
+    beats(3)
+    assert looks == []
+
+    # Messages wait while it holds nothing: stopped once they have waited stall_s at every
+    # look, within stall_s + 2 looks (and beats) of the stall's start; never before stall_s.
+    waiting[0] = 2
+    started = clock.now
+    for _ in range(40):
+        beats(1)
+        if stopped:
+            break
+    assert stopped and "stopped taking work" in stopped[0]
+    assert 15 <= clock.now - started <= 15 + 2 * (watch.look_every_s + 1)
+
+    # Work waiting while the worker is busy is normal: no stop.
+    busy = ConsumerWatch(idle=lambda: False, waiting=look, stall_s=15, stop=stopped.append)
+    stopped[:] = []
+    for _ in range(60):
+        clock.now += 1
+        busy.check()
+    assert not stopped
+
+
+def test_reading_a_health_check_reply_of_the_broker_pubsub_sends_no_second_ping(queue, monkeypatch):
+    from zkqueue.coordinator.transport import _NonBlockingPubSub
+
+    r = redis.Redis(connection_pool=redis.ConnectionPool(
+        **{**queue.r.connection_pool.connection_kwargs, "health_check_interval": 10}))
+    p = r.pubsub()
+    try:
+        p.subscribe("zkq:test")
+        wait_until(lambda: p.get_message(timeout=0.1), 5, "the subscription's confirmation")
+        # kombu's timer (maybe_check_subclient_health) finds the check due and sends its PING.
+        p.connection.next_health_check = 0
+        with commands_sent(monkeypatch) as sent:
+            p.check_health()
+            wait_until(lambda: p.connection.can_read(timeout=0.1), 5, "the PONG")
+            # kombu reads the readable socket: the PONG, and no second PING before it.
+            reply = _NonBlockingPubSub(p).parse_response()
+        assert sent == ["PING"]
+        assert reply is None and p.health_check_response_counter == 0    # the PONG, consumed
+    finally:
+        p.close()
+        r.close()
