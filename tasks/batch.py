@@ -14,8 +14,9 @@ member then recorded, failed or retried alone (tasks/partition.py sends small ke
     record     the members' checked proofs in one transition per group (record_batch.lua:
                each token-fenced, stored once): every proof ready at once (a device pass)
                goes in one call, proofs that come one by one at most half a lease late
-               (each call costs Redis about a dozen commands however few it records); a kill between two records loses nothing (the unrecorded members'
-               leases lapse and the reaper sends them again) and records nothing twice
+               (each call costs Redis about a dozen commands however few it records); a
+               kill between two records loses nothing (the unrecorded members' leases
+               lapse and the reaper sends them again) and records nothing twice
 A prove_batch message (one per B partitions of a submit, coordinator/broker.py) is claimed in
 range mode: every one of its partitions still waiting under its token.
 A bad witness ends only its own member: bad input fails that partition, a proof that fails

@@ -21,28 +21,20 @@ if refused then return refused end
 local st = tostring(f[2])
 local attempts = tonumber(f[5] or '0') + 1
 local run_deadline = now + A.run_s
+local started = kind == 'synth' and 'synth_started' or 'started'
 -- The job's changes in one write: its counts (as count_move would change them; a lapsed lease
 -- taken over is `taken` from its holder), its attempts, its start, a progress notice.
 local writes = st ~= 'running' and count_fields(j, kind, {[st] = -1, running = 1})
                or count_fields(j, kind, {}, 1)
-for _, v in ipairs({'attempts', tonumber(j.attempts or '0') + 1}) do table.insert(writes, v) end
-if js == 'queued' then
-  for _, v in ipairs({'state', 'running', 'started_at', now_s}) do table.insert(writes, v) end
-end
-local notify = notice_due(j.notified_at)
-if notify then
-  table.insert(writes, 'notified_at')
-  table.insert(writes, now_s)
-end
-redis.call('HSET', K.job, unpack(writes))
+append(writes, 'attempts', tonumber(j.attempts or '0') + 1)
+if js == 'queued' then append(writes, 'state', 'running', 'started_at', now_s) end
+write_job(writes, started, j.notified_at)
 redis.call('HSET', K.slot, 'state', 'running', 'attempts', attempts, 'worker', A.worker, 'pid', A.pid,
            'started_at', now_s, 'run_deadline', string.format('%.6f', run_deadline), 'fingerprint', A.fingerprint)
 deadline_at(member, math.min(now + S.lease_ttl_s, run_deadline))
 -- Only a slot sent to one worker's own queue is in zkq:routed (resend_slot keeps routed_to).
 if f[6] and f[6] ~= '' then redis.call('ZREM', K.routed, member) end
-local started = kind == 'synth' and 'synth_started' or 'started'
 event({event = started, attempt = attempts, worker = A.worker, pid = A.pid, token = A.token})
-if notify then redis.call('PUBLISH', channel, started) end
 -- The slot's record as Scheduler.slot_record reads it (files, enqueued_at, blamed builds,
 -- excluded workers): read here anyway, so the worker need not read it again.
 local out = {'ok', tostring(attempts), now_s}

@@ -124,17 +124,9 @@ for old, count in pairs(left) do
   moves.running = moves.running + count
 end
 local writes = count_fields(j, 'prove', moves, taken_over)
-for _, v in ipairs({'attempts', tonumber(j.attempts or '0') + taken}) do table.insert(writes, v) end
-if js == 'queued' then
-  for _, v in ipairs({'state', 'running', 'started_at', now_s}) do table.insert(writes, v) end
-end
-local notify = notice_due(j.notified_at)
-if notify then
-  table.insert(writes, 'notified_at')
-  table.insert(writes, now_s)
-end
-redis.call('HSET', K.job, unpack(writes))
-if notify then redis.call('PUBLISH', channel, 'started') end
+append(writes, 'attempts', tonumber(j.attempts or '0') + taken)
+if js == 'queued' then append(writes, 'state', 'running', 'started_at', now_s) end
+write_job(writes, 'started', j.notified_at)
 out[4] = tostring(tonumber(j.taken or '0') + taken_over)
 out[5] = string.format('%.6f', run_deadline)
 return out

@@ -99,21 +99,15 @@ end
 -- ("c:prove:running" ...), so that watching a job costs one read whatever its size.
 -- Every change of a slot's state goes through here, or through count_fields below.
 -- `old`, when the caller read it already, saves reading it again (false: the slot has none).
-local function taken_from_holder() redis.call('HINCRBY', K.job, 'taken', 1) end
 local function count_move(s, old, state)
   local prefix = 'c:' .. kind_of(s) .. ':'
   if old then redis.call('HINCRBY', K.job, prefix .. old, -1) end
   -- A running slot that ends other than by its holder's proof (record: running -> proved, fenced
   -- by the holder's token) may be in a batch lease someone still refreshes: refresh_batch.lua
   -- fences every member again once the job's `taken` count moves.
-  if old == 'running' and state ~= 'proved' then taken_from_holder() end
+  if old == 'running' and state ~= 'proved' then redis.call('HINCRBY', K.job, 'taken', 1) end
   redis.call('HINCRBY', K.job, prefix .. state, 1)
 end
--- count_move's writes for transitions that change many of the job's fields at once (claims,
--- records): `counts` holds the count fields the caller read in its one HMGET of the job, and
--- `moves` the slots leaving each state and entering each ({state = n, ...}, negative to leave);
--- returns the field/value pairs to write in the job's one HSET (rather than an HINCRBY per
--- field). `taken` as count_move bumps it: slots taken from their holder other than by its proof.
 -- The job's fields `names` as a table by name, from one HMGET (what count_fields reads).
 local function job_fields(names)
   local values = redis.call('HMGET', K.job, unpack(names))
@@ -121,6 +115,11 @@ local function job_fields(names)
   for i, name in ipairs(names) do out[name] = values[i] end
   return out
 end
+-- count_move's writes for transitions that change many of the job's fields at once (claims,
+-- records): `counts` holds the count fields the caller read with job_fields, and `moves` the
+-- slots entering each state ({state = n, ...}, negative to leave); returns the field/value
+-- pairs for the job's one HSET (write_job) rather than an HINCRBY per field. `taken` as
+-- count_move bumps it: slots taken from their holder other than by its proof.
 local function count_fields(counts, kind_name, moves, taken)
   local out = {}
   for state, delta in pairs(moves) do
@@ -170,6 +169,18 @@ local function progress_notice(what, notified_at)
     redis.call('HSET', K.job, 'notified_at', now_s)
     redis.call('PUBLISH', channel, what)
   end
+end
+-- Appends the values after `t` to the list `t`.
+local function append(t, ...)
+  for _, v in ipairs({...}) do table.insert(t, v) end
+end
+-- Writes the job's changed fields `writes` (field/value pairs) in one HSET, with the progress
+-- notice `what` when one is due (`notified_at`: as the caller read it).
+local function write_job(writes, what, notified_at)
+  local notify = notice_due(notified_at)
+  if notify then append(writes, 'notified_at', now_s) end
+  redis.call('HSET', K.job, unpack(writes))
+  if notify then redis.call('PUBLISH', channel, what) end
 end
 local function event_json(fields)
   if fields.slot == nil then fields.slot = index_of(slot) end
@@ -326,15 +337,8 @@ end
 -- runtime averages (`runtime` key; field '' = measure nothing), and the job settled. `j`: the
 -- recorder's job_fields(RECORDER_READS), before this record.
 local function after_recording(j, added, runtime, build, field, prove_s, key_load_s)
-  -- The counts (running -> proved) and the notice's time in the job's one write.
-  local writes = count_fields(j, 'prove', {running = -added, proved = added})
-  local notify = notice_due(j.notified_at)
-  if notify then
-    table.insert(writes, 'notified_at')
-    table.insert(writes, now_s)
-  end
-  redis.call('HSET', K.job, unpack(writes))
-  if notify then redis.call('PUBLISH', channel, 'proved') end
+  -- The counts (running -> proved) and the notice in the job's one write.
+  write_job(count_fields(j, 'prove', {running = -added, proved = added}), 'proved', j.notified_at)
   mark_valid(j.zkey, build, j.valid_builds)
   if field ~= '' then
     fold_runtime(runtime, field, prove_s)
