@@ -106,7 +106,8 @@ FLEET_VARS = (
         "a worker holding no task while messages wait this long on its queues stops, to be restarted "
         "(its broker consumer stopped taking work)"),
     Var("task_time_limit_s", float, 1800.0, FLEET, "Celery hard limit of one task; must be below the visibility timeout"),
-    Var("visibility_timeout_s", float, 3600.0, FLEET, "Redis redelivery of unacknowledged messages"),
+    Var("visibility_timeout_s", float, 3600.0, FLEET,
+        "after this long unacknowledged, the copy of a message whose partitions all moved on is dropped"),
     Var("result_ttl_s", float, 7 * 24 * 3600.0, FLEET, "how long a finished job's record and proofs stay in Redis"),
     Var("max_bounces", int, 60, FLEET,
         "re-routes of a partition without an attempt spent (to another worker) before it is given up"),
