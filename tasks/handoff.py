@@ -78,8 +78,14 @@ def leave_too_big(ctx: context.Context, job_id: str, slot, token: int, verdict, 
 def leave_died_of_memory(ctx: context.Context, job_id: str, slot, token: int, needs: dict | None) -> str:
     """This worker died of memory proving the slot's key (the kernel's OOM killer took its pool
     child: Scheduler.died_of_memory): hands the slot, without spending an attempt, to another
-    worker (with `needs`, one whose memory holds the key by the model), or parks it."""
-    return pass_on(ctx, job_id, slot, token, states="queued sending running", event="bounced",
+    worker (with `needs`, one whose memory holds the key by the model), or parks it.
+
+    A slot still `running` is left alone: with one pool child per worker, its attempt was the
+    one the OOM killer ended (Celery gives the message of a lost child back, and it comes here),
+    and the worker's report of that death requeues it with the attempt refunded
+    (Scheduler.died_of_memory, within a heartbeat); moved on here first, the attempt would stay
+    counted."""
+    return pass_on(ctx, job_id, slot, token, states="queued sending", event="bounced",
                    why=f"worker {ctx.worker_id} died of memory proving the key of {what(slot)}",
                    parked_reason=f"{what(slot)}: worker {ctx.worker_id} died of memory proving its key, and no "
                                  "other live worker can take it", needs=needs)
