@@ -1,7 +1,8 @@
 // affine_io.hpp - curve points to and from the little-endian Montgomery (LEM) words of the
 // .zkey/.ptau sections: one affine point read, Jacobian points written as affine with one
 // field inversion for the lot (Montgomery's trick), and a coordinate as the big-endian
-// standard-form bytes snarkjs writes (LEMtoU, compressed points). Shared by setup.cpp and ptau.cpp.
+// standard-form bytes snarkjs writes (LEMtoU, compressed points); and the dispatch of an
+// exported call to its curve and group. Shared by setup.cpp and ptau.cpp.
 #pragma once
 
 #include <cstdint>
@@ -56,3 +57,14 @@ inline void put_be(const Fq& x, uint8_t* dst) {
 }
 
 }  // namespace zkq
+
+// The body of an exported call on `curve` (0: bn128, 1: bls12381) and `group` (1: G1, 2: G2):
+// CALL_G1 or CALL_G2, with C (the curve) and Fq (its base field) in scope.
+#define ZKQ_CURVE_GROUP(group, CALL_G1, CALL_G2)                                  \
+    switch (curve) {                                                              \
+        case 0: { constexpr int C = 0; using Fq = typename zkq::CurveT<C>::Fq;   \
+                  return group == 1 ? (CALL_G1) : (CALL_G2); }                  \
+        case 1: { constexpr int C = 1; using Fq = typename zkq::CurveT<C>::Fq;   \
+                  return group == 1 ? (CALL_G1) : (CALL_G2); }                  \
+        default: return ZKQ_ERR_CURVE;                                            \
+    }

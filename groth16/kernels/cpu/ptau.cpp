@@ -253,15 +253,6 @@ void blake2b_update(Blake2b* st, const uint8_t* data, uint64_t len) {
 
 using namespace zkq;
 
-#define ZKQ_PTAU_GROUP(group, CALL_G1, CALL_G2)                                   \
-    switch (curve) {                                                              \
-        case 0: { constexpr int C = 0; using Fq = typename CurveT<C>::Fq;        \
-                  return group == 1 ? (CALL_G1) : (CALL_G2); }                  \
-        case 1: { constexpr int C = 1; using Fq = typename CurveT<C>::Fq;        \
-                  return group == 1 ? (CALL_G1) : (CALL_G2); }                  \
-        default: return ZKQ_ERR_CURVE;                                            \
-    }
-
 extern "C" {
 
 // The window table of `base` (affine LEM, group 1: G1, 2: G2) for w-bit digits (w: 8 or
@@ -269,7 +260,7 @@ extern "C" {
 int zkq_ptau_table(int curve, int group, const uint64_t* base, int w, uint64_t* out, int threads) {
     if ((group != 1 && group != 2) || (w != 8 && w != 16)) return ZKQ_ERR_ARG;
     return guarded([&]() -> int {
-        ZKQ_PTAU_GROUP(group, (table<Fq>(base, w, out, threads)), (table<Fp2<Fq>>(base, w, out, threads)))
+        ZKQ_CURVE_GROUP(group, (table<Fq>(base, w, out, threads)), (table<Fp2<Fq>>(base, w, out, threads)))
     });
 }
 
@@ -280,7 +271,7 @@ int zkq_ptau_points(int curve, int group, int kind, const uint64_t* tab, int w, 
                     uint64_t start, uint64_t n, uint64_t* out, int threads) {
     if ((group != 1 && group != 2) || (w != 8 && w != 16)) return ZKQ_ERR_ARG;
     return guarded([&]() -> int {
-        ZKQ_PTAU_GROUP(group, (points<C, Fq>(kind, tab, w, params, start, n, out, threads)),
+        ZKQ_CURVE_GROUP(group, (points<C, Fq>(kind, tab, w, params, start, n, out, threads)),
                        (points<C, Fp2<Fq>>(kind, tab, w, params, start, n, out, threads)))
     });
 }
@@ -289,7 +280,7 @@ int zkq_ptau_points(int curve, int group, int kind, const uint64_t* tab, int w, 
 int zkq_ptau_lem_to_c(int curve, int group, const uint64_t* in, uint64_t n, uint8_t* out, int threads) {
     if (group != 1 && group != 2) return ZKQ_ERR_ARG;
     return guarded([&]() -> int {
-        ZKQ_PTAU_GROUP(group, (lem_to_c<Fq>(in, n, out, threads)), (lem_to_c<Fp2<Fq>>(in, n, out, threads)))
+        ZKQ_CURVE_GROUP(group, (lem_to_c<Fq>(in, n, out, threads)), (lem_to_c<Fp2<Fq>>(in, n, out, threads)))
     });
 }
 

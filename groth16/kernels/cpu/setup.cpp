@@ -935,15 +935,6 @@ int scale(const uint64_t* in, uint64_t n, const uint64_t* k, uint64_t* out, int 
 
 using namespace zkq;
 
-#define ZKQ_SETUP_GROUP(group, CALL_G1, CALL_G2)                                  \
-    switch (curve) {                                                              \
-        case 0: { constexpr int C = 0; using Fq = typename CurveT<C>::Fq;        \
-                  return group == 1 ? (CALL_G1) : (CALL_G2); }                  \
-        case 1: { constexpr int C = 1; using Fq = typename CurveT<C>::Fq;        \
-                  return group == 1 ? (CALL_G1) : (CALL_G2); }                  \
-        default: return ZKQ_ERR_CURVE;                                            \
-    }
-
 extern "C" {
 
 // Pass 1 over a .r1cs constraint section (n8-byte coefficients): per-signal term counts of
@@ -978,7 +969,7 @@ int zkq_setup_combine(int curve, int group, int nparts, const uint64_t* part_wor
                       int n8, uint64_t s_begin, uint64_t nrows, uint64_t* out, int threads) {
     if (group != 1 && group != 2) return ZKQ_ERR_ARG;
     return guarded([&]() -> int {
-        ZKQ_SETUP_GROUP(group, (combine<C, Fq>(group, nparts, part_words, coefs, n8, s_begin, nrows, out, threads)),
+        ZKQ_CURVE_GROUP(group, (combine<C, Fq>(group, nparts, part_words, coefs, n8, s_begin, nrows, out, threads)),
                         (combine<C, Fp2<Fq>>(group, nparts, part_words, coefs, n8, s_begin, nrows, out, threads)))
     });
 }
@@ -987,7 +978,7 @@ int zkq_setup_combine(int curve, int group, int nparts, const uint64_t* part_wor
 int zkq_setup_lem_to_u(int curve, int group, const uint64_t* in, uint64_t n, uint8_t* out, int threads) {
     if (group != 1 && group != 2) return ZKQ_ERR_ARG;
     return guarded([&]() -> int {
-        ZKQ_SETUP_GROUP(group, (lem_to_u<Fq>(in, n, out, threads)), (lem_to_u<Fp2<Fq>>(in, n, out, threads)))
+        ZKQ_CURVE_GROUP(group, (lem_to_u<Fq>(in, n, out, threads)), (lem_to_u<Fp2<Fq>>(in, n, out, threads)))
     });
 }
 
