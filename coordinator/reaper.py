@@ -230,10 +230,18 @@ class Reaper:
         seen, acted = {}, 0
         dropped: set[str] = set()     # tags whose unacknowledged copy a resend dropped already
         waiting: set[str] = set()     # tags with a slot still queued under the message's token
+        due = []                      # (tag, job, slot, token) past their grace, not known claimed
         for tag, (job_id, slot, token) in unacked_slots(self.s.r):
             first = seen[tag] = self._unacked_seen.get(tag, now)
-            if now - first < self.s.settings.orphan_grace_s or tag in self._claimed_tags:
-                continue
+            if now - first >= self.s.settings.orphan_grace_s and tag not in self._claimed_tags:
+                due.append((tag, job_id, slot, token))
+        # A queued slot always has its next check in zkq:checks (check_at), and a claimed one its
+        # lease in zkq:deadlines instead: one ZMSCORE tells which of the messages' slots may still
+        # wait, so a slot is read only then, not once for every message a live worker claimed.
+        in_checks = self.s.r.zmscore(keys.checks(), [keys.member(j, s) for _, j, s, _ in due]) if due else []
+        for (tag, job_id, slot, token), check in zip(due, in_checks):
+            if check is None:
+                continue      # not queued: claimed (the slot's own deadlines cover it now) or ended
             state, current = self.s.r.hmget(keys.slot(job_id, slot), "state", "token")
             if state != b"queued" or current is None or int(current) != token:
                 continue      # claimed (the slot's own deadlines cover it now), or a stale copy

@@ -41,9 +41,9 @@ ELECTED = "finalize="
 # claim_batch.lua reads at most this many slots per partition it may take: a bounded scan
 # (O(batch), whatever the job's size) that still skips partitions others hold.
 BATCH_SCAN_FACTOR = 4
-# How many sent slots one mark_sent.lua call marks queued (a submit's messages): the script's
-# run time grows with it, and Redis serves nobody else meanwhile.
-MARK_CHUNK = 256
+# How many sent slots of a submit one arm_checks.lua call arms: the script's run time grows
+# with it, and Redis serves nobody else meanwhile.
+ARM_CHUNK = 256
 # What a worker keeps of what it read: the files of its last jobs (they never change), and the
 # measured runtimes for a few seconds.
 JOB_FILES_CACHED = 64
@@ -103,10 +103,11 @@ class Scheduler:
         self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=[[str(slot), token]])
 
     def send_all(self, job_id: str, slots, token: int, *, priority: int, batch: int = 1) -> None:
-        """Sends the message of each of `slots` (all under `token`), then marks them queued
-        MARK_CHUNK at a time: one transition per chunk rather than one per slot. A crash
-        before a chunk is marked leaves its slots `sending`, and the reaper sends them again
-        (a duplicate message is stale or finds its slot busy).
+        """Sends the message of each of `slots` (a submit's: created queued under `token`),
+        then arms their queued checks ARM_CHUNK at a time: one transition per chunk, which
+        reads and writes no slot. A crash before a chunk is armed leaves its slots' first
+        checks at send_grace_s: the reaper finds their messages on no queue and sends them
+        again (same token; a duplicate message finds its slot busy or done).
 
         `batch` > 1 (partitions only, consecutive indices): one prove_batch message per
         `batch` partitions rather than one per partition; its worker claims them in one
@@ -114,7 +115,7 @@ class Scheduler:
         slots = [str(slot) for slot in slots]
         if batch > 1 and any(keys.slot_kind(slot) != "prove" for slot in slots):
             raise ValueError("only partitions are sent in batches")
-        chunk: list[list] = []
+        chunk: list[str] = []
         step = max(1, batch)
         for at in range(0, len(slots), step):
             group = slots[at:at + step]
@@ -122,12 +123,12 @@ class Scheduler:
                 self.sender.send_batch(job_id, int(group[0]), len(group), token, priority=priority)
             else:
                 self._send_message(job_id, group[0], token, priority=priority)
-            chunk.extend([slot, token] for slot in group)
-            if len(chunk) >= MARK_CHUNK:
-                self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=chunk)
+            chunk.extend(group)
+            if len(chunk) >= ARM_CHUNK:
+                self.transitions.run("arm_checks", job_id, FINALIZE_SLOT, slots=chunk)
                 chunk = []
         if chunk:
-            self.transitions.run("mark_sent", job_id, FINALIZE_SLOT, sent=chunk)
+            self.transitions.run("arm_checks", job_id, FINALIZE_SLOT, slots=chunk)
 
     def _send_message(self, job_id: str, slot: str, token: int, *, route_to: str = "",
                       priority: int | None = None) -> None:

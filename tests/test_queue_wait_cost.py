@@ -4,6 +4,7 @@ reads the partitions once, at the end."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import redis
@@ -68,3 +69,28 @@ def test_waiting_costs_the_same_per_partition_from_64_to_1024_partitions(queue):
     print("Redis commands per partition of a waited job:", per_partition)
     assert per_partition[1024] <= 10, per_partition
     assert per_partition[1024] <= 1.25 * per_partition[64] + 1, per_partition
+
+
+def test_a_submit_writes_each_slot_once_and_reads_none(queue):
+    """Submitting writes each partition's slot once (submit.lua creates it queued); sending
+    its messages arms their checks without reading or writing a slot again. Counted with
+    MONITOR, which shows the commands scripts run too."""
+    client = queue.client()
+    job_id, n = "c" * 32, 300          # more than one chunk of checks armed (ARM_CHUNK)
+    monitor = redis.Redis.from_url(queue.redis_url).monitor()
+    end = "zkq-test-submit-end"
+    with monitor:
+        client.scheduler.submit(job_id, request_id=None, priority=Priority.NORMAL, zkey_sha="0" * 64,
+                                witnesses=[(f"{i:064x}", f"w{i}.wtns") for i in range(n)])
+        queue.r.echo(end)
+        partition_slots = re.compile(rf"^(\w+) \S*:job:{job_id}:slot:(\d+) ")
+        commands = []          # (command, partition) of each command on a partition's slot
+        while True:
+            command = monitor.next_command()["command"]
+            if command == f"ECHO {end}":
+                break
+            if m := partition_slots.match(command):
+                commands.append((m[1].upper(), int(m[2])))
+    assert sorted(commands) == [("HSET", i) for i in range(n)]
+    checks = queue.r.zrange(keys.checks(), 0, -1)
+    assert sum(m.decode().startswith(job_id) for m in checks) == n

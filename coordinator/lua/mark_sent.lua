@@ -1,7 +1,7 @@
--- mark_sent.lua: the messages of `sent` ({slot, token} pairs of this job) are on their queues.
--- Each slot stays under a deadline (queued_check_s): when it passes, the reaper checks that
--- the message still exists. One call marks every slot a submit sent (its per-state counts
--- changed once), or the one slot a resend sent.
+-- mark_sent.lua: the messages of `sent` ({slot, token} pairs of this job: a slot a resend,
+-- requeue, re-route or finalize's election put in `sending`) are on their queues. Each slot
+-- stays under a deadline (queued_check_s): when it passes, the reaper checks that the message
+-- still exists. (A submit's slots are created queued: arm_checks.lua.)
 -- args: sent
 -- settings: queued_check_s
 -- Returns how many slots it marked (a slot that moved on meanwhile is left as it is).

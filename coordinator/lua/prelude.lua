@@ -198,15 +198,18 @@ local function push_events(encoded)
     redis.call('RPUSH', K.events, unpack(encoded, i, math.min(i + 999, #encoded)))
   end
 end
-local function zadd_all(key, score, members)
+-- `flags` (optional): ZADD's own, e.g. {'XX', 'CH'}; returns the sum of ZADD's replies.
+local function zadd_all(key, score, members, flags)
+  local total = 0
   for i = 1, #members, 500 do
-    local args = {}
+    local args = {unpack(flags or {})}
     for k = i, math.min(i + 499, #members) do
       table.insert(args, score)
       table.insert(args, members[k])
     end
-    redis.call('ZADD', key, unpack(args))
+    total = total + redis.call('ZADD', key, unpack(args))
   end
+  return total
 end
 -- Notes that `build` proves `zkey` validly (suspect.lua weighs it): once per job and build
 -- (`marked`: the job's valid_builds field, as the caller read it), not once per proof.
