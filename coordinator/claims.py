@@ -16,7 +16,7 @@ from dataclasses import dataclass
 BATCHED_MAX_DOMAIN = 1 << 16
 
 # Fields of each member's slot record in claim_batch.lua's reply (Scheduler.slot_records's).
-RECORD_FIELDS = 7
+RECORD_FIELDS = 8
 
 # Why the lead partition could not be claimed (then nothing was): as claim.lua says.
 REFUSALS = ("job_over", "stale", "done", "busy", "excluded", "quarantined", "gave_up")

@@ -46,6 +46,9 @@ class Claimed:
     attempt: int
     started_at: float
     slot: "SlotRecord | None" = None
+    # The job's `taken` count after the claim, as text: the fence a record of this attempt
+    # gives (Scheduler.record's `claim`), so that it reads no slot while nothing was taken since.
+    taken: str = ""
     kind: ClassVar[str] = "ok"
 
 
@@ -146,7 +149,8 @@ class JobFiles:
 @dataclass(frozen=True)
 class SlotRecord:
     """What a task reads of one slot: its files, when it was last enqueued (Redis's clock),
-    and who it has blamed (the builds whose proofs of it failed, the workers excluded)."""
+    and who it has blamed (the builds whose proofs of it failed, the workers excluded, the
+    fingerprints whose proofs of it failed)."""
 
     witness: str
     witness_name: str
@@ -155,6 +159,7 @@ class SlotRecord:
     enqueued_at: float | None
     invalid_builds: tuple[str, ...]
     excluded: tuple[str, ...]
+    invalid_fps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -216,8 +216,9 @@ class Scheduler:
         out = self._run("claim", job_id, slot, token=token, worker=worker, pid=pid, fingerprint=fingerprint_id,
                            run_s=self.settings.partition_timeout_s if run_s is None else run_s)
         if out.kind == "ok":
+            end = 2 + len(_SLOT_FIELDS)
             return Claimed(attempt=int(out.detail[0]), started_at=float(out.detail[1]),
-                           slot=_slot_record(*out.detail[2:2 + len(_SLOT_FIELDS)]))
+                           slot=_slot_record(*out.detail[2:end]), taken=out.detail[end])
         return _reply(out)
 
     def claim_batch(self, job_id: str, index: int, token: int, worker: str, pid: int, *, max_batch: int,
@@ -259,7 +260,7 @@ class Scheduler:
 
     def record(self, job_id: str, index: int, token: int, worker: str, payload: dict, *,
                fingerprint: dict, runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0,
-               checked: list[tuple[int, int]] = (), take: int = 0) -> Recorded | Reply:
+               checked: list[tuple[int, int]] = (), take: int = 0, claim: Claimed | None = None) -> Recorded | Reply:
         """Stores a partition's proof once (sending finalize when every partition has now
         ended); strikes the fingerprints whose proofs of this partition failed; folds the
         timings into the runtime averages (in the same transition). Returns Recorded, or
@@ -267,11 +268,21 @@ class Scheduler:
 
         Independent checks ride along: `checked` marks other workers' proofs of this job this
         worker verified valid ((index, token) pairs), and up to `take` proofs of other
-        workers come back in Recorded.to_check for this worker to verify."""
+        workers come back in Recorded.to_check for this worker to verify.
+
+        `claim`: this attempt's own claim (under `token`, by `worker`). While nothing in the
+        job has been taken from its holder since (the job's `taken` count is the claim's),
+        the slot is still this attempt's and record.lua reads none of it (its fence and what
+        the claim read stand); otherwise, or without it, the slot is read and fenced."""
+        seen, attempt, witness, invalid_fps = "", 0, "", ""
+        if claim is not None and claim.slot is not None:
+            seen, attempt, witness = claim.taken, claim.attempt, claim.slot.witness
+            invalid_fps = " ".join(claim.slot.invalid_fps)
         out, elected = self._elect(job_id, self.transitions.run(
             "record", job_id, index, token=token, worker=worker, payload=json.dumps(payload),
             build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
-            key_load_s=key_load_s, checked=[[int(i), int(t)] for i, t in checked], take=int(take)))
+            key_load_s=key_load_s, checked=[[int(i), int(t)] for i, t in checked], take=int(take),
+            seen=seen, attempt=attempt, witness=witness, invalid_fps=invalid_fps))
         if out.kind != "recorded":
             return _reply(out)
         fps, to_check = _split_checks(out.detail)
@@ -285,14 +296,26 @@ class Scheduler:
 
     def record_batch(self, job_id: str, members: list[tuple[int, int, dict]], worker: str, *, fingerprint: dict,
                      runtime_field: str = "", prove_s: float = 0.0, key_load_s: float = 0.0,
-                     checked: list[tuple[int, int]] = (), take: int = 0) -> dict[int, Recorded | Reply]:
+                     checked: list[tuple[int, int]] = (), take: int = 0,
+                     claim: BatchClaim | None = None) -> dict[int, Recorded | Reply]:
         """record() of several members of a batch ((index, token, payload) each; `prove_s`:
         seconds per proof) in one transition (record_batch.lua). Returns by index what
         record() would have: Recorded (the one that elected finalize holds its token; every
-        one holds the same to_check), or Reply "duplicate", "stale" or "job_over"."""
+        one holds the same to_check), or Reply "duplicate", "stale" or "job_over".
+
+        `claim`: the batch's own claim, as record()'s: while the job's `taken` count is the
+        claim's, no member is read."""
+        rows = [[int(i), int(t), json.dumps(payload)] for i, t, payload in members]
+        seen = ""
+        if claim is not None and claim.ok:
+            held = {m.index: (m, record) for m, record in zip(claim.members, self.claimed_slots(claim))}
+            if all(row[0] in held and held[row[0]][0].token == row[1] for row in rows):
+                seen = claim.fence[0]
+                for row in rows:
+                    member, record = held[row[0]]
+                    row += [member.attempt, record.witness, " ".join(record.invalid_fps)]
         out, elected = self._elect(job_id, self.transitions.run(
-            "record_batch", job_id, members[0][0], worker=worker,
-            members=[[int(i), int(t), json.dumps(payload)] for i, t, payload in members],
+            "record_batch", job_id, members[0][0], worker=worker, members=rows, seen=seen,
             build=_word(fingerprint.get("build", "")), field=runtime_field, prove_s=prove_s,
             key_load_s=key_load_s, checked=[[int(i), int(t)] for i, t in checked], take=int(take)))
         if out.kind != "batch":
@@ -649,14 +672,16 @@ class Scheduler:
         return sum(queue_depths(self.r, queues).values())
 
 
-_SLOT_FIELDS = ("witness", "witness_name", "input", "input_name", "enqueued_at", "invalid_builds", "excluded")
+_SLOT_FIELDS = ("witness", "witness_name", "input", "input_name", "enqueued_at", "invalid_builds", "excluded",
+                "invalid_fps")
 
 
 def _slot_record(witness: str, witness_name: str, inp: str, input_name: str, enqueued_at: str, builds: str,
-                 excluded: str) -> SlotRecord:
+                 excluded: str, invalid_fps: str) -> SlotRecord:
     return SlotRecord(witness=witness, witness_name=witness_name, input=inp, input_name=input_name,
                       enqueued_at=float(enqueued_at) if enqueued_at else None,
-                      invalid_builds=tuple(builds.split()), excluded=tuple(excluded.split()))
+                      invalid_builds=tuple(builds.split()), excluded=tuple(excluded.split()),
+                      invalid_fps=tuple(invalid_fps.split()))
 
 
 def has_room(beat: dict, needs: dict) -> bool:

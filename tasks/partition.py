@@ -83,7 +83,7 @@ def _prove(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: 
                         runtime_field=ctx.runtime_field(zkey_sha, proved.timings_s["key_load_s"]),
                         prove_s=proved.timings_s["prove_s"],
                         key_load_s=proved.timings_s["key_load_s"], checked=checks.take_marks(ctx, job_id),
-                        take=checks.TAKE_PER_PROOF)
+                        take=checks.TAKE_PER_PROOF, claim=claim)
     if isinstance(recorded, Recorded):
         checks.check_others(ctx, job_id, zkey_sha, recorded.to_check)
     return recorded.kind

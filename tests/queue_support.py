@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.parse
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,6 +195,23 @@ def queue(tmp_path):
         print(f"----- worker group {i} log -----\n{g.log()[-6000:]}")
     r.flushdb()
     r.close()
+
+
+@contextmanager
+def partition_slot_commands(redis_url: str, job_id: str):
+    """The commands Redis runs on the job's partition slots inside the block, scripts' own
+    included (MONITOR shows those), as (command, partition index) pairs in order."""
+    partition_slots = re.compile(rf"^(\w+) \S*:job:{job_id}:slot:(\d+)(?: |$)")
+    end = f"zkq-test-end-{os.urandom(4).hex()}"
+    found: list[tuple[str, int]] = []
+    client = redis.Redis.from_url(redis_url)
+    with client.monitor() as monitor:
+        yield found
+        client.echo(end)
+        while (command := monitor.next_command()["command"]) != f"ECHO {end}":
+            if m := partition_slots.match(command):
+                found.append((m[1].upper(), int(m[2])))
+    client.close()
 
 
 def slot_events(status, index: int, event: str) -> list[dict]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from queue_support import CHAIN, PARTITIONS, queue, wait_until  # noqa: F401  (fixture)
+from queue_support import CHAIN, PARTITIONS, partition_slot_commands, queue, wait_until  # noqa: F401  (fixture)
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.claims import BatchClaim, Member
@@ -24,7 +24,8 @@ def _sched(queue, **kw):
 def _record(sched, job_id, index, token, worker):
     """record.lua alone (the façade would also send finalize)."""
     return sched.transitions.run("record", job_id, index, token=token, worker=worker, payload=PAYLOAD, build="b",
-                                    field="", prove_s=0.0, key_load_s=0.0, checked=[], take=0).kind
+                                    field="", prove_s=0.0, key_load_s=0.0, checked=[], take=0,
+                                    seen="", attempt=0, witness="", invalid_fps="").kind   # no claim: the slot is read
 
 
 def test_one_transition_claims_b_partitions_each_with_its_own_token_attempt_and_lease(queue):
@@ -158,6 +159,54 @@ def test_a_batch_lease_refresh_reads_no_member_until_one_is_taken_and_then_fence
     assert sched.refresh_batch(job.id, [held[1]], "w1", fence=fence) == ["ok"]
     assert sched.cancel(job.id)
     assert sched.refresh_batch(job.id, [held[1]], "w1", fence=fence) == ["job_over"]
+    sched.close()
+
+
+def test_a_record_under_its_claim_reads_no_slot_until_one_is_taken_and_then_fences_each(queue):
+    """A worker's record gives its claim: while the job's `taken` count is the claim's, the
+    slot is still that attempt's and record.lua (record_batch.lua) reads none of it; once a
+    slot is taken from its holder, each is read and fenced by its token again."""
+    client = queue.client()
+    sched = _sched(queue, lease_ttl_s=0.5)
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS)
+    payload = json.loads(PAYLOAD)
+    alone = sched.claim(job.id, 0, 1, "w1", 1)
+    batch = sched.claim_batch(job.id, 1, 1, "w1", 1, max_batch=2)
+    assert [m.index for m in batch.members] == [1, 2]
+    with partition_slot_commands(queue.redis_url, job.id) as commands:
+        assert sched.record(job.id, 0, 1, "w1", payload, fingerprint={}, claim=alone).kind == "recorded"
+        out = sched.record_batch(job.id, [(1, 1, payload)], "w1", fingerprint={}, claim=batch)
+    assert out[1].kind == "recorded"
+    assert commands == [("HSET", 0), ("HSET", 1)]           # each marked proved; none read
+    # Member 2's lease lapses and w2 takes it over: the batch's late record of it is read and
+    # found stale, and w2's attempt stands.
+    redis_now = lambda: sum(x / 10 ** (6 * i) for i, x in enumerate(queue.r.time()))   # noqa: E731
+    wait_until(lambda: queue.r.zscore(keys.deadlines(), keys.member(job.id, 2)) < redis_now(), 5,
+               "member 2's lease to lapse")
+    assert sched.claim(job.id, 2, 1, "w2", 2).kind == "ok"
+    with partition_slot_commands(queue.redis_url, job.id) as commands:
+        assert sched.record_batch(job.id, [(2, 1, payload)], "w1", fingerprint={}, claim=batch)[2].kind == "stale"
+    assert commands == [("HMGET", 2)]
+    assert queue.r.hmget(keys.slot(job.id, 2), "state", "worker") == [b"running", b"w2"]
+    sched.close()
+
+
+def test_a_late_duplicate_record_does_not_bring_back_a_proof_finalize_dropped(queue):
+    """Finalize drops an invalid proof (reprove.lua): that moves the job's `taken` count, so
+    its producer's late duplicate record (a reply lost, say), which gives its claim, reads the
+    slot and finds it stale rather than storing the proof again."""
+    client = queue.client()
+    sched = _sched(queue)
+    job = client.submit(CHAIN / "circuit_final.zkey", PARTITIONS[:2])
+    payload = json.loads(PAYLOAD)
+    claims = [sched.claim(job.id, i, 1, "w1", 1) for i in range(2)]
+    assert sched.record(job.id, 0, 1, "w1", payload, fingerprint={}, claim=claims[0]).kind == "recorded"
+    finalize = sched.record(job.id, 1, 1, "w1", payload, fingerprint={}, claim=claims[1]).finalize_token
+    assert sched.claim(job.id, keys.FINALIZE_SLOT, finalize, "w9", 9).kind == "ok"
+    sched.reprove(job.id, finalize, [{"index": 0, "worker": "w1", "fingerprint": {}, "reason": "invalid proof",
+                                      "route_to": ""}])
+    assert sched.record(job.id, 0, 1, "w1", payload, fingerprint={}, claim=claims[0]).kind == "stale"
+    assert not queue.r.hexists(keys.results(job.id), "0")
     sched.close()
 
 

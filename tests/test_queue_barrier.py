@@ -116,7 +116,8 @@ def test_barrier_records_once_and_elects_finalize_once(queue):
 
     def record(index, token, worker):    # the transition alone (the façade would also send finalize)
         return b.transitions.run("record", job.id, index, token=token, worker=worker, payload=payload, build="b1",
-                                  field="", prove_s=0.0, key_load_s=0.0, checked=[], take=0)
+                                  field="", prove_s=0.0, key_load_s=0.0, checked=[], take=0,
+                                  seen="", attempt=0, witness="", invalid_fps="")   # no claim: the slot is read
     for i in range(2):
         assert b.claim(job.id, i, 1, "w", 1).kind == "ok"
     assert record(0, 2, "w").kind == "stale"     # fenced: not the current token

@@ -4,12 +4,11 @@ reads the partitions once, at the end."""
 
 from __future__ import annotations
 
-import re
 import threading
 
 import redis
 
-from queue_support import queue  # noqa: F401  (fixture)
+from queue_support import partition_slot_commands, queue  # noqa: F401  (fixture)
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.client import Client
@@ -77,20 +76,9 @@ def test_a_submit_writes_each_slot_once_and_reads_none(queue):
     MONITOR, which shows the commands scripts run too."""
     client = queue.client()
     job_id, n = "c" * 32, 300          # more than one chunk of checks armed (ARM_CHUNK)
-    monitor = redis.Redis.from_url(queue.redis_url).monitor()
-    end = "zkq-test-submit-end"
-    with monitor:
+    with partition_slot_commands(queue.redis_url, job_id) as commands:
         client.scheduler.submit(job_id, request_id=None, priority=Priority.NORMAL, zkey_sha="0" * 64,
                                 witnesses=[(f"{i:064x}", f"w{i}.wtns") for i in range(n)])
-        queue.r.echo(end)
-        partition_slots = re.compile(rf"^(\w+) \S*:job:{job_id}:slot:(\d+) ")
-        commands = []          # (command, partition) of each command on a partition's slot
-        while True:
-            command = monitor.next_command()["command"]
-            if command == f"ECHO {end}":
-                break
-            if m := partition_slots.match(command):
-                commands.append((m[1].upper(), int(m[2])))
     assert sorted(commands) == [("HSET", i) for i in range(n)]
     checks = queue.r.zrange(keys.checks(), 0, -1)
     assert sum(m.decode().startswith(job_id) for m in checks) == n

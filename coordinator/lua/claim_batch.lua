@@ -20,7 +20,7 @@
 -- elsewhere, attempts spent) is left queued, and the reaper's check of its message (gone
 -- with this one) sends it again alone.
 -- Returns {'ok', started_at, lead_attempt, taken, run_deadline, i1, token1, attempt1, <i1's
--- record: 7 fields>, ...} (taken: the job's count of slots taken from their holder after this
+-- record: 8 fields>, ...} (taken: the job's count of slots taken from their holder after this
 -- claim, and the members' run deadline: what refresh_batch.lua's first call may start from)
 -- (the record: Scheduler.slot_records's fields, in its order; the lead first in scan
 -- mode), or why the lead cannot be claimed, as claim.lua: job_over, stale, done, busy,
@@ -54,12 +54,14 @@ local function start(s, token, n, old, routed)
 end
 
 -- Each member's record as Scheduler.slot_records reads it, read with its checks (so the worker
--- need not read it again): these fields, then 'excluded', which the checks read anyway.
-local RECORD = {'witness', 'witness_name', 'input', 'input_name', 'enqueued_at', 'invalid_builds'}
+-- need not read it again): these fields but the last, then 'excluded', which the checks read
+-- anyway, then the last ('invalid_fps').
+local RECORD = {'witness', 'witness_name', 'input', 'input_name', 'enqueued_at', 'invalid_builds', 'invalid_fps'}
 local function add_member(out, triple, f, first)
   for _, v in ipairs(triple) do table.insert(out, v) end
-  for i = first, first + #RECORD - 1 do table.insert(out, tostring(f[i] or '')) end
+  for i = first, first + #RECORD - 2 do table.insert(out, tostring(f[i] or '')) end
   table.insert(out, tostring(f[4] or ''))
+  table.insert(out, tostring(f[first + #RECORD - 1] or ''))
 end
 local out
 local taken = 0

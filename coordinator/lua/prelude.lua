@@ -104,8 +104,10 @@ local function count_move(s, old, state)
   if old then redis.call('HINCRBY', K.job, prefix .. old, -1) end
   -- A running slot that ends other than by its holder's proof (record: running -> proved, fenced
   -- by the holder's token) may be in a batch lease someone still refreshes: refresh_batch.lua
-  -- fences every member again once the job's `taken` count moves.
-  if old == 'running' and state ~= 'proved' then redis.call('HINCRBY', K.job, 'taken', 1) end
+  -- fences every member again once the job's `taken` count moves. A proved slot that moves on
+  -- (reprove.lua drops its proof) counts too: its producer's late record fences by `taken` alone
+  -- (record.lua's `seen`), and must then read the slot.
+  if (old == 'running' and state ~= 'proved') or old == 'proved' then redis.call('HINCRBY', K.job, 'taken', 1) end
   redis.call('HINCRBY', K.job, prefix .. state, 1)
 end
 -- The job's fields `names` as a table by name, from one HMGET (what count_fields reads).
@@ -350,7 +352,9 @@ local function after_recording(j, added, runtime, build, field, prove_s, key_loa
   settle(j.n, j.failed, tonumber(j['c:prove:proved'] or '0') + added)
 end
 -- The job's fields record.lua and record_batch.lua read (after_recording's `j`).
-local RECORDER_READS = {'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved', 'c:prove:running'}
+-- `taken`: the fence of a recorder that gives its claim's (record.lua's `seen`).
+local RECORDER_READS = {'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved', 'c:prove:running',
+                        'taken'}
 
 -- A script's reply, with the finalize token it elected (if any) last, as "finalize=<token>":
 -- the caller (coordinator/scheduler.py) sends that message.

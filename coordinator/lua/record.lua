@@ -3,19 +3,30 @@
 -- runtime averages (fold_runtime), and, when every partition has now ended, elects the
 -- finalize step (in the same script: a worker dying between storing the last proof and
 -- electing would leave nobody to finalize).
--- args: token worker payload build field prove_s key_load_s checked take
+-- args: token worker payload build field prove_s key_load_s checked take seen attempt witness invalid_fps
 -- keys: runtime
 -- payload: the result as JSON text (proof, public signals, fingerprint, timings, worker);
 -- build: the recording worker's kernel build hash; field: "{zkey sha256}|{device class}"
 -- ('' = measure nothing), prove_s and key_load_s (0: the key was loaded already) its timings;
 -- checked and take: the independent checks this worker made and takes (exchange_checks).
+-- seen: the job's `taken` count this attempt's claim returned ('' = none), with attempt,
+-- witness and invalid_fps as that claim read them. A running slot leaves its holder only
+-- through count_move or a claim of a lapsed lease, and each bumps `taken` (refresh_batch.lua
+-- relies on the same), except the holder's own record, which the results hash fences
+-- (HSETNX). So while `taken` is still `seen`, the slot is this attempt's, running, and its
+-- fields are what the claim read: it is not read again. Otherwise it is read and fenced.
 -- Returns {'recorded', fingerprints...} where the fingerprints are those whose proofs of this
 -- partition failed before (the caller strikes them: strike.lua), with "finalize=<token>" last
 -- when it elected finalize, and after 'check' the proofs of other workers to verify
 -- (exchange_checks: index, token, witness, result, ...); or {'duplicate'}, {'stale'}, {'job_over'}.
 local j = job_fields(RECORDER_READS)
 if not live(j.state) then return {'job_over'} end
-local f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
+local f
+if A.seen ~= '' and A.seen == tostring(tonumber(j.taken or '0')) then
+  f = {A.token, 'running', A.worker, A.attempt, A.invalid_fps, A.witness}
+else
+  f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
+end
 if tostring(f[1]) ~= tostring(A.token) or f[2] ~= 'running' or f[3] ~= A.worker then return {'stale'} end
 local results = job_prefix .. ':results'
 if redis.call('HSETNX', results, slot, A.payload) == 0 then return {'duplicate'} end

@@ -1,11 +1,13 @@
 -- record_batch.lua: record.lua for several members of a batch one worker proved, in one
 -- transition: each member fenced by its own token (running, held by this worker), each
 -- proof stored once, the counts, deadlines and events of all of them written once.
--- args: members worker build field prove_s key_load_s checked take
+-- args: members worker build field prove_s key_load_s checked take seen
 -- keys: runtime
 -- members: {index, token, payload} triples of this job (payload: the result as JSON text, as
--- record.lua's); build, field, prove_s (seconds per proof), key_load_s, checked and take: as
--- record.lua's.
+-- record.lua's), each followed by its attempt, witness and invalid_fps when `seen` is given;
+-- build, field, prove_s (seconds per proof), key_load_s, checked and take: as record.lua's.
+-- seen: the job's `taken` count the batch's claim returned ('' = none): while it has not
+-- moved, no member is read (record.lua says why).
 -- A member already holding a result is a duplicate: nothing of it changes.
 -- Returns {'job_over'}, or {'batch', verdict1, verdict2, ...} in the members' order: 'recorded'
 -- (followed by ':' and the fingerprints, comma separated, whose proofs of that partition
@@ -20,9 +22,15 @@ for _, m in ipairs(A.members) do table.insert(names, tostring(m[1])) end
 local held = redis.call('HMGET', results, unpack(names))
 local out = {'batch'}
 local stored, ended, events, fresh = {}, {}, {}, {}
+local fenced = A.seen ~= '' and A.seen == tostring(tonumber(j.taken or '0'))
 for i, m in ipairs(A.members) do
   local s, token = names[i], tostring(m[2])
-  local f = redis.call('HMGET', slot_key(s), 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
+  local f
+  if fenced then
+    f = {token, 'running', A.worker, m[4], m[6], m[5]}
+  else
+    f = redis.call('HMGET', slot_key(s), 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')
+  end
   local verdict = 'stale'
   if tostring(f[1]) == token and f[2] == 'running' and f[3] == A.worker then
     if held[i] then
