@@ -16,6 +16,7 @@
 --   "finalize"      verify every proof, then release the result
 --   idle -> sending -> queued -> running -> proved (a partition) | done (a witness) |
 --   verified (finalize; a partition still proved in a done job reads as verified) | failed
+--   (a submit creates its slots queued: submit.lua)
 --   parked: no eligible worker is alive for it; no message anywhere (reroute.lua, park.lua)
 -- A partition of an inputs job is idle until its witness exists (witness_ready.lua).
 -- N witnesses are N independent proofs: a partition that fails ends alone (fail_partition),
