@@ -291,7 +291,8 @@ class Job:
 
         `with_events=False` (result()): no partition's events, and of each slot only the fields a
         result uses (_RESULT_FIELDS), not its whole record: at 10,000 partitions the events
-        and records were most of what the client read (about 15 MB) after the job ended."""
+        and records were most of what the client read (about 15 MB) after the job ended; and
+        no slot of a partition whose stamped result holds them already."""
         r = self.client.r
         rec = {_s(k): _s(v) for k, v in r.hgetall(keys.job(self.id)).items()}
         if not rec:
@@ -305,22 +306,41 @@ class Job:
                 p.hmget(key, *fields)
 
         with r.pipeline(transaction=False) as p:
-            for i in range(n):
-                read(p, keys.slot(self.id, i), _RESULT_FIELDS)
-                if from_inputs:
-                    read(p, keys.slot(self.id, keys.synth_slot(i)), _RESULT_SYNTH_FIELDS)
             p.hgetall(keys.results(self.id))
             if with_events:
                 p.lrange(keys.events(self.id), 0, -1)
             p.lrange(keys.bad(self.id), 0, -1)
-            slots = p.execute()
-        bad = slots.pop()
-        events = slots.pop() if with_events else []
-        results = slots.pop()
-        if not with_events:
-            slots = [_fields_of(row, _RESULT_SYNTH_FIELDS if from_inputs and k % 2 else _RESULT_FIELDS)
-                     for k, row in enumerate(slots)]
+            results, *rest = p.execute()
+        events, bad = (rest[0], rest[1]) if with_events else ([], rest[0])
         results = {_s(k): json.loads(v) for k, v in results.items()}
+        # result() of a job that delivered: a partition whose proof is recorded needs nothing of
+        # its slot that its result does not hold (its worker, attempt, and the time of its
+        # record, stamped by record.lua), so only the other slots are read: the failed ones,
+        # with their reasons (and, for an inputs job, every witness's, for its timing).
+        stamped = not with_events and JobState(rec["state"]).delivered
+        from_results = {i for i in range(n) if stamped and "recorded_at" in results.get(str(i), {})}
+        with r.pipeline(transaction=False) as p:
+            for i in range(n):
+                if i not in from_results:
+                    read(p, keys.slot(self.id, i), _RESULT_FIELDS)
+                if from_inputs:
+                    read(p, keys.slot(self.id, keys.synth_slot(i)), _RESULT_SYNTH_FIELDS)
+            rows = iter(p.execute())
+
+        def row(fields: tuple[str, ...]) -> dict:
+            raw = next(rows)
+            return raw if with_events else _fields_of(raw, fields)
+
+        slots = []
+        for i in range(n):
+            if i in from_results:
+                res = results[str(i)]
+                slots.append({"state": SlotState.PROVED.value, "attempts": res["attempt"], "worker": res["worker"],
+                              "finished_at": res["recorded_at"]})
+            else:
+                slots.append(row(_RESULT_FIELDS))
+            if from_inputs:
+                slots.append(row(_RESULT_SYNTH_FIELDS))
         # Each partition's events, in order: grouped once (not one pass over all events per
         # partition, which costs n x events at 10,000 partitions).
         by_slot: dict[str, list[dict]] = {}

@@ -82,3 +82,35 @@ def test_a_submit_writes_each_slot_once_and_reads_none(queue):
     assert sorted(commands) == [("HSET", i) for i in range(n)]
     checks = queue.r.zrange(keys.checks(), 0, -1)
     assert sum(m.decode().startswith(job_id) for m in checks) == n
+
+
+def test_the_result_reads_the_slots_of_the_failed_partitions_alone(queue):
+    """A verified partition's result holds what the client's result says of it (worker,
+    attempt, and the time of its record: record.lua stamps it), so result() reads only the
+    slots of the partitions that failed, for their reasons."""
+    fleet = queue.client()
+    s = fleet.scheduler
+    job_id, n = "d" * 32, 6
+    s.submit(job_id, request_id=None, priority=Priority.NORMAL, zkey_sha="0" * 64,
+             witnesses=[(f"{i:064x}", f"w{i}.wtns") for i in range(n)])
+    finalize = None
+    for i in range(n):
+        assert s.claim(job_id, i, 1, "w", 1).kind == "ok"
+        if i == 4:
+            assert s.fail_input(job_id, i, 1, "w", "partition 4: w4.wtns is not a witness file")
+            continue
+        payload = {"proof": {"i": i}, "public": [], "fingerprint": {}, "timings_s": {"prove_s": 0.5}, "worker": "w",
+                   "attempt": 1}
+        finalize = s.record(job_id, i, 1, "w", payload, fingerprint={}).finalize_token or finalize
+    assert s.claim(job_id, keys.FINALIZE_SLOT, finalize, "w", 1).kind == "ok"
+    assert s.finish(job_id, finalize, 0.001)
+    job = fleet.job(job_id)
+    with partition_slot_commands(queue.redis_url, job_id) as commands:
+        result = job.result()
+    assert commands == [("HMGET", 4)]
+    assert [p.index for p in result.partitions] == [0, 1, 2, 3, 5]
+    assert [(f.index, f.reason) for f in result.failed] == [(4, "partition 4: w4.wtns is not a witness file")]
+    created, finished = (float(v) for v in queue.r.hmget(keys.job(job_id), "created_at", "finished_at"))
+    for p in result.partitions:
+        assert p.worker == "w" and p.attempt == 1 and p.proof == {"i": p.index}
+        assert 0 < p.timings_s["total_s"] <= finished - created and p.timings_s["prove_s"] == 0.5

@@ -352,6 +352,13 @@ local function after_recording(j, added, runtime, build, field, prove_s, key_loa
   end
   settle(j.n, j.failed, tonumber(j['c:prove:proved'] or '0') + added)
 end
+-- A result's JSON object (as its worker sent it) with Redis's time of its record added,
+-- "recorded_at": the client's result() reads it there rather than the partition's slot.
+local function stamped(payload)
+  local body = string.sub(payload, 1, -2)          -- without its closing brace
+  if string.match(body, '^%s*{%s*$') then return body .. '"recorded_at":' .. now_s .. '}' end
+  return body .. ',"recorded_at":' .. now_s .. '}'
+end
 -- The job's fields record.lua and record_batch.lua read (after_recording's `j`).
 -- `taken`: the fence of a recorder that gives its claim's (record.lua's `seen`).
 local RECORDER_READS = {'state', 'zkey', 'notified_at', 'valid_builds', 'n', 'failed', 'c:prove:proved', 'c:prove:running',

@@ -5,7 +5,8 @@
 -- electing would leave nobody to finalize).
 -- args: token worker payload build field prove_s key_load_s checked take seen attempt witness invalid_fps
 -- keys: runtime
--- payload: the result as JSON text (proof, public signals, fingerprint, timings, worker);
+-- payload: the result as a JSON object's text (proof, public signals, fingerprint, timings,
+-- worker), stored with "recorded_at" (Redis's time) added;
 -- build: the recording worker's kernel build hash; field: "{zkey sha256}|{device class}"
 -- ('' = measure nothing), prove_s and key_load_s (0: the key was loaded already) its timings;
 -- checked and take: the independent checks this worker made and takes (exchange_checks).
@@ -29,7 +30,7 @@ else
 end
 if tostring(f[1]) ~= tostring(A.token) or f[2] ~= 'running' or f[3] ~= A.worker then return {'stale'} end
 local results = job_prefix .. ':results'
-if redis.call('HSETNX', results, slot, A.payload) == 0 then return {'duplicate'} end
+if redis.call('HSETNX', results, slot, stamped(A.payload)) == 0 then return {'duplicate'} end
 -- The counts move in after_recording (running -> proved), with the job's other fields.
 redis.call('HSET', K.slot, 'state', 'proved', 'finished_at', now_s, 'producer', A.worker)
 -- A running slot's one deadline is its lease, in zkq:deadlines (claim.lua took it off

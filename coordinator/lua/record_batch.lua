@@ -3,9 +3,10 @@
 -- proof stored once, the counts, deadlines and events of all of them written once.
 -- args: members worker build field prove_s key_load_s checked take seen
 -- keys: runtime
--- members: {index, token, payload} triples of this job (payload: the result as JSON text, as
--- record.lua's), each followed by its attempt, witness and invalid_fps when `seen` is given;
--- build, field, prove_s (seconds per proof), key_load_s, checked and take: as record.lua's.
+-- members: {index, token, payload} triples of this job (payload: the result as a JSON
+-- object's text, stored stamped as record.lua's), each followed by its attempt, witness and
+-- invalid_fps when `seen` is given; build, field, prove_s (seconds per proof), key_load_s,
+-- checked and take: as record.lua's.
 -- seen: the job's `taken` count the batch's claim returned ('' = none): while it has not
 -- moved, no member is read (record.lua says why).
 -- A member already holding a result is a duplicate: nothing of it changes.
@@ -37,7 +38,7 @@ for i, m in ipairs(A.members) do
       verdict = 'duplicate'
     else
       table.insert(stored, s)
-      table.insert(stored, m[3])
+      table.insert(stored, stamped(m[3]))
       redis.call('HSET', slot_key(s), 'state', 'proved', 'finished_at', now_s, 'producer', A.worker)
       table.insert(ended, member_of(s))
       table.insert(fresh, s .. '|' .. token .. '|' .. A.worker .. '|' .. tostring(f[6]))
