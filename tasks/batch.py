@@ -86,12 +86,12 @@ def run_batch(ctx: context.Context, job_id: str, index: int, token: int, zkey_sh
                                             "fingerprint": ctx.fingerprint, "timings_s": timings,
                                             "worker": ctx.worker_id, "attempt": m.attempt}))
         key_load_s = sum(p.timings_s["key_load_s"] for _, p in items)
+        marks = checks.take_marks(ctx, job_id)
         replies = s.record_batch(job_id, rows, ctx.worker_id, fingerprint=ctx.fingerprint,
                                  runtime_field=ctx.runtime_field(zkey_sha, key_load_s),
                                  prove_s=sum(p.timings_s["prove_s"] for _, p in items) / len(items),
                                  key_load_s=key_load_s,
-                                 checked=checks.take_marks(ctx, job_id), take=checks.TAKE_PER_PROOF * len(items),
-                                 claim=claim)
+                                 checked=marks, take=checks.to_take(marks, len(items)), claim=claim)
         # Other workers' proofs to verify, handed back with these records (the same for each).
         recorded = [r for r in replies.values() if isinstance(r, Recorded)]
         if recorded:

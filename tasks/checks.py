@@ -23,8 +23,8 @@ log = logging.getLogger("zkqueue.checks")
 
 # Jobs whose check marks a worker keeps until its next record of them.
 MARKED_JOBS = 64
-# Other workers' proofs a worker takes to verify per proof it records: more than one, so the
-# list of unchecked proofs drains while the job runs.
+# Other workers' proofs a worker takes to verify per proof it records, on average: more than
+# one, so the list of unchecked proofs drains while the job runs (to_take).
 TAKE_PER_PROOF = 2
 
 
@@ -91,3 +91,11 @@ def check_others(ctx: context.Context, job_id: str, zkey_sha: str, to_check: tup
 def take_marks(ctx: context.Context, job_id: str) -> list[tuple[int, int]]:
     """The check marks this worker holds for the job, handed to its record (and forgotten)."""
     return ctx.check_marks.pop(job_id, [])
+
+
+def to_take(marks: list[tuple[int, int]], proofs: int = 1) -> int:
+    """How many of other workers' proofs a record of `proofs` proofs that carries `marks` takes
+    to verify: none when it carries marks, twice its share when it carries none. A worker's
+    records then alternate, and two of them cost the record script one write of marks and one
+    read of proofs to check, not one of each every record; as many proofs are checked."""
+    return 0 if marks else 2 * TAKE_PER_PROOF * proofs

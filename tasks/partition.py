@@ -79,11 +79,12 @@ def _prove(ctx: context.Context, job_id: str, index: int, token: int, zkey_sha: 
     timings = dict(proved.timings_s, queued_s=started_at - slot.enqueued_at)
     payload = {"proof": proved.proof, "public": proved.public, "fingerprint": ctx.fingerprint,
                "timings_s": timings, "worker": ctx.worker_id, "attempt": attempt}
+    marks = checks.take_marks(ctx, job_id)
     recorded = s.record(job_id, index, token, ctx.worker_id, payload, fingerprint=ctx.fingerprint,
                         runtime_field=ctx.runtime_field(zkey_sha, proved.timings_s["key_load_s"]),
                         prove_s=proved.timings_s["prove_s"],
-                        key_load_s=proved.timings_s["key_load_s"], checked=checks.take_marks(ctx, job_id),
-                        take=checks.TAKE_PER_PROOF, claim=claim)
+                        key_load_s=proved.timings_s["key_load_s"], checked=marks, take=checks.to_take(marks),
+                        claim=claim)
     if isinstance(recorded, Recorded):
         checks.check_others(ctx, job_id, zkey_sha, recorded.to_check)
     return recorded.kind

@@ -62,3 +62,18 @@ def test_a_batch_record_hands_out_checks_and_takes_marks_in_the_same_transition(
                          fingerprint={}, take=4)
     assert {(r.finalize_token, r.to_check) for r in out.values()} == {(1, ())}
     assert [i for i, p in s.proved(job.id).items() if not p.checked] == [2, 3, 4, 5]
+
+
+def test_two_workers_check_each_others_proofs_as_they_record(queue):
+    """Real workers: each record hands its worker proofs the other recorded, verified and
+    marked with its next record (every other record of a worker takes, one that carries marks
+    takes none: tasks/checks.to_take); finalize verifies only what carries no mark."""
+    group = queue.start_workers(2)
+    queue.ready(group)
+    job = queue.client().submit(CHAIN / "circuit_final.zkey", PARTITIONS * 3)      # 12 partitions
+    result = job.wait(120)
+    assert result.complete and len(result.partitions) == 12
+    marks = {int(i): int(t) for i, t in queue.r.hgetall(keys.checked(job.id)).items()}
+    assert marks, "no proof was checked by the other worker"
+    assert all(t == 1 for t in marks.values())           # each under the token its proof was recorded
+    assert all(queue.r.hget(keys.slot(job.id, i), "producer") for i in marks)
