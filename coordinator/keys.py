@@ -31,7 +31,8 @@ submitted as circuit inputs), ``finalize`` verify every proof):
                                            input_name, unserved_since, and once done witness
                                            and synth_s
     zkq:job:{job}:results          hash    index -> JSON result (proof, public, fingerprint,
-                                           timings_s, worker, attempt); written with HSETNX
+                                           timings_s, worker, attempt, and recorded_at: Redis's
+                                           time of the record); written with HSETNX
     zkq:job:{job}:events           list    JSON attempt events (started, synth_started, proved,
                                            synthesized, lost, overdue, retry, invalid, bounced,
                                            resent, rerouted, quarantined, input_error, oom, done), in
