@@ -672,12 +672,12 @@ class Scheduler:
         return sum(queue_depths(self.r, queues).values())
 
 
-_SLOT_FIELDS = ("witness", "witness_name", "input", "input_name", "enqueued_at", "invalid_builds", "excluded",
-                "invalid_fps")
+_SLOT_FIELDS = ("witness", "witness_name", "input", "input_name", "enqueued_at", "invalid_builds", "invalid_fps",
+                "excluded")
 
 
 def _slot_record(witness: str, witness_name: str, inp: str, input_name: str, enqueued_at: str, builds: str,
-                 excluded: str, invalid_fps: str) -> SlotRecord:
+                 invalid_fps: str, excluded: str) -> SlotRecord:
     return SlotRecord(witness=witness, witness_name=witness_name, input=inp, input_name=input_name,
                       enqueued_at=float(enqueued_at) if enqueued_at else None,
                       invalid_builds=tuple(builds.split()), excluded=tuple(excluded.split()),

@@ -41,6 +41,6 @@ event({event = started, attempt = attempts, worker = A.worker, pid = A.pid, toke
 -- excluded workers, blamed fingerprints): read here anyway, so the worker need not read it
 -- again; then the job's `taken` count as this claim left it.
 local out = {'ok', tostring(attempts), now_s}
-for _, i in ipairs({7, 8, 9, 10, 11, 12, 4, 13}) do table.insert(out, tostring(f[i] or '')) end
+for _, i in ipairs({7, 8, 9, 10, 11, 12, 13, 4}) do table.insert(out, tostring(f[i] or '')) end
 table.insert(out, tostring(tonumber(j.taken or '0') + (st == 'running' and 1 or 0)))
 return out

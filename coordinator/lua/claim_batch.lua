@@ -54,14 +54,12 @@ local function start(s, token, n, old, routed)
 end
 
 -- Each member's record as Scheduler.slot_records reads it, read with its checks (so the worker
--- need not read it again): these fields but the last, then 'excluded', which the checks read
--- anyway, then the last ('invalid_fps').
+-- need not read it again): these fields, then 'excluded', which the checks read anyway.
 local RECORD = {'witness', 'witness_name', 'input', 'input_name', 'enqueued_at', 'invalid_builds', 'invalid_fps'}
 local function add_member(out, triple, f, first)
   for _, v in ipairs(triple) do table.insert(out, v) end
-  for i = first, first + #RECORD - 2 do table.insert(out, tostring(f[i] or '')) end
+  for i = first, first + #RECORD - 1 do table.insert(out, tostring(f[i] or '')) end
   table.insert(out, tostring(f[4] or ''))
-  table.insert(out, tostring(f[first + #RECORD - 1] or ''))
 end
 local out
 local taken = 0

@@ -111,6 +111,13 @@ local function count_move(s, old, state)
   if (old == 'running' and state ~= 'proved') or old == 'proved' then redis.call('HINCRBY', K.job, 'taken', 1) end
   redis.call('HINCRBY', K.job, prefix .. state, 1)
 end
+-- Whether nothing was taken from its holder since a caller saw the job's `taken` count `seen`
+-- ('' = never saw it): `taken` is the job's count now, as read. Every running slot that leaves
+-- its holder other than by its own record moves it (count_move, a claim of a lapsed lease), so
+-- while it has not moved, what the caller holds is still its own (refresh_batch.lua, record.lua).
+local function untaken_since(seen, taken)
+  return seen ~= '' and seen == tostring(tonumber(taken or '0'))
+end
 -- The job's fields `names` as a table by name, from one HMGET (what count_fields reads).
 local function job_fields(names)
   local values = redis.call('HMGET', K.job, unpack(names))

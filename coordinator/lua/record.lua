@@ -11,11 +11,10 @@
 -- ('' = measure nothing), prove_s and key_load_s (0: the key was loaded already) its timings;
 -- checked and take: the independent checks this worker made and takes (exchange_checks).
 -- seen: the job's `taken` count this attempt's claim returned ('' = none), with attempt,
--- witness and invalid_fps as that claim read them. A running slot leaves its holder only
--- through count_move or a claim of a lapsed lease, and each bumps `taken` (refresh_batch.lua
--- relies on the same), except the holder's own record, which the results hash fences
--- (HSETNX). So while `taken` is still `seen`, the slot is this attempt's, running, and its
--- fields are what the claim read: it is not read again. Otherwise it is read and fenced.
+-- witness and invalid_fps as that claim read them. While nothing was taken since
+-- (untaken_since), the slot is this attempt's, running, and its fields are what the claim
+-- read: it is not read again (the holder's own second record is fenced by HSETNX).
+-- Otherwise it is read and fenced by its token.
 -- Returns {'recorded', fingerprints...} where the fingerprints are those whose proofs of this
 -- partition failed before (the caller strikes them: strike.lua), with "finalize=<token>" last
 -- when it elected finalize, and after 'check' the proofs of other workers to verify
@@ -23,7 +22,7 @@
 local j = job_fields(RECORDER_READS)
 if not live(j.state) then return {'job_over'} end
 local f
-if A.seen ~= '' and A.seen == tostring(tonumber(j.taken or '0')) then
+if untaken_since(A.seen, j.taken) then
   f = {A.token, 'running', A.worker, A.attempt, A.invalid_fps, A.witness}
 else
   f = redis.call('HMGET', K.slot, 'token', 'state', 'worker', 'attempts', 'invalid_fps', 'witness')

@@ -23,7 +23,7 @@ for _, m in ipairs(A.members) do table.insert(names, tostring(m[1])) end
 local held = redis.call('HMGET', results, unpack(names))
 local out = {'batch'}
 local stored, ended, events, fresh = {}, {}, {}, {}
-local fenced = A.seen ~= '' and A.seen == tostring(tonumber(j.taken or '0'))
+local fenced = untaken_since(A.seen, j.taken)
 for i, m in ipairs(A.members) do
   local s, token = names[i], tostring(m[2])
   local f

@@ -23,7 +23,7 @@ if not live(j[1]) then return {'job_over'} end
 local taken = tostring(tonumber(j[2] or '0'))
 local out = {taken, A.run_until}
 local run_until = tonumber(A.run_until)
-if A.seen == taken and run_until and now < run_until then
+if untaken_since(A.seen, taken) and run_until and now < run_until then
   local t = string.format('%.6f', math.min(now + S.lease_ttl_s, run_until))
   local args = {}
   for _, pair in ipairs(A.members) do
