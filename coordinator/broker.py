@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import msgpack
 import redis
@@ -103,12 +105,39 @@ def celery_config(settings: Settings) -> dict:
     }
 
 
+# Messages a held send (Sender.held) keeps before pushing them in one pipeline.
+HELD_MAX = 1000
+
+
 class Sender:
     """Enqueues prove_partition and finalize messages."""
 
     def __init__(self, settings: Settings):
         self.app = Celery("zkqueue-sender", set_as_current=False)
         self.app.conf.update(celery_config(settings))
+        self._local = threading.local()      # this thread's held producer (held())
+
+    @contextmanager
+    def held(self) -> Iterator[Callable[[], None]]:
+        """Messages this thread sends inside the block are held and pushed together, one
+        pipeline per HELD_MAX (kombu's publish batch), not a request each; the block gets a
+        flush() that pushes what is held so far. Leaving the block pushes the rest, or drops
+        it when the block raised: the caller's slots must be ones the reaper sends again
+        when their message is on no queue (a submit's queued checks).
+
+        Raises (from flush() and the block's end):
+            kombu.exceptions.OperationalError, redis.RedisError: the broker cannot be reached.
+        """
+        with self.app.producer_or_acquire() as producer, producer.batch(max_size=HELD_MAX) as batch:
+            self._local.producer = producer
+            try:
+                yield batch.flush
+            finally:
+                self._local.producer = None
+
+    def _send(self, name: str, **options) -> None:
+        # Inside held(): through the held producer; otherwise Celery's, a request each.
+        self.app.send_task(name, producer=getattr(self._local, "producer", None), **options)
 
     def send_partition(self, job_id: str, index: int, token: int, *, priority: int, route_to: str = "") -> None:
         """Enqueues prove_partition(job, index, token) on the shared queue or one worker's own.
@@ -117,7 +146,7 @@ class Sender:
             kombu.exceptions.OperationalError: the broker cannot be reached.
         """
         queue = keys.worker_queue(route_to) if route_to else keys.SHARED_QUEUE
-        self.app.send_task(TASK_PROVE, args=(job_id, index, token), queue=queue, routing_key=queue,
+        self._send(TASK_PROVE, args=(job_id, index, token), queue=queue, routing_key=queue,
                            priority=priority, task_id=f"{job_id}:{index}",
                            argsrepr=f"job={job_id} partition={index} attempt_token={token}")
 
@@ -128,7 +157,7 @@ class Sender:
         Raises:
             kombu.exceptions.OperationalError: the broker cannot be reached.
         """
-        self.app.send_task(TASK_PROVE_BATCH, args=(job_id, index, count, token), queue=keys.SHARED_QUEUE,
+        self._send(TASK_PROVE_BATCH, args=(job_id, index, count, token), queue=keys.SHARED_QUEUE,
                            routing_key=keys.SHARED_QUEUE, priority=priority, task_id=f"{job_id}:{index}+{count}",
                            argsrepr=f"job={job_id} partitions={index}..{index + count - 1} attempt_token={token}")
 
@@ -138,14 +167,14 @@ class Sender:
         Raises:
             kombu.exceptions.OperationalError: the broker cannot be reached.
         """
-        self.app.send_task(TASK_SYNTH, args=(job_id, index, token), queue=keys.SYNTH_QUEUE,
+        self._send(TASK_SYNTH, args=(job_id, index, token), queue=keys.SYNTH_QUEUE,
                            routing_key=keys.SYNTH_QUEUE, priority=priority, task_id=f"{job_id}:s{index}",
                            argsrepr=f"job={job_id} synthesize={index} attempt_token={token}")
 
     def send_finalize(self, job_id: str, token: int, *, route_to: str = "") -> None:
         """Enqueues finalize(job, token), ahead of every partition."""
         queue = keys.worker_queue(route_to) if route_to else keys.SHARED_QUEUE
-        self.app.send_task(TASK_FINALIZE, args=(job_id, token), queue=queue, routing_key=queue,
+        self._send(TASK_FINALIZE, args=(job_id, token), queue=queue, routing_key=queue,
                            priority=FINALIZE_PRIORITY, task_id=f"{job_id}:finalize",
                            argsrepr=f"job={job_id} finalize attempt_token={token}")
 

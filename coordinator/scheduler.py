@@ -104,10 +104,11 @@ class Scheduler:
 
     def send_all(self, job_id: str, slots, token: int, *, priority: int, batch: int = 1) -> None:
         """Sends the message of each of `slots` (a submit's: created queued under `token`),
-        then arms their queued checks ARM_CHUNK at a time: one transition per chunk, which
-        reads and writes no slot. A crash before a chunk is armed leaves its slots' first
-        checks at send_grace_s: the reaper finds their messages on no queue and sends them
-        again (same token; a duplicate message finds its slot busy or done).
+        ARM_CHUNK slots at a time: their messages in one pipeline (Sender.held), then one
+        transition that arms their queued checks and reads and writes no slot. A crash
+        before a chunk is armed leaves its slots' first checks at send_grace_s: the reaper
+        finds their messages on no queue and sends them again (same token; a duplicate
+        message finds its slot busy or done).
 
         `batch` > 1 (partitions only, consecutive indices): one prove_batch message per
         `batch` partitions rather than one per partition; its worker claims them in one
@@ -117,18 +118,18 @@ class Scheduler:
             raise ValueError("only partitions are sent in batches")
         chunk: list[str] = []
         step = max(1, batch)
-        for at in range(0, len(slots), step):
-            group = slots[at:at + step]
-            if len(group) > 1:
-                self.sender.send_batch(job_id, int(group[0]), len(group), token, priority=priority)
-            else:
-                self._send_message(job_id, group[0], token, priority=priority)
-            chunk.extend(group)
-            if len(chunk) >= ARM_CHUNK:
-                self.transitions.run("arm_checks", job_id, FINALIZE_SLOT, slots=chunk)
-                chunk = []
-        if chunk:
-            self.transitions.run("arm_checks", job_id, FINALIZE_SLOT, slots=chunk)
+        with self.sender.held() as push:
+            for at in range(0, len(slots), step):
+                group = slots[at:at + step]
+                if len(group) > 1:
+                    self.sender.send_batch(job_id, int(group[0]), len(group), token, priority=priority)
+                else:
+                    self._send_message(job_id, group[0], token, priority=priority)
+                chunk.extend(group)
+                if len(chunk) >= ARM_CHUNK or at + step >= len(slots):
+                    push()
+                    self.transitions.run("arm_checks", job_id, FINALIZE_SLOT, slots=chunk)
+                    chunk = []
 
     def _send_message(self, job_id: str, slot: str, token: int, *, route_to: str = "",
                       priority: int | None = None) -> None:

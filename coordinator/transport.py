@@ -102,6 +102,14 @@ class _Guard:
                                           f"not {int(index) + msg.count}")
         return envelope
 
+    @property
+    def supports_batch_publish(self) -> bool:
+        """Publishes may be pipelined (Sender.held) even with retry_on_timeout: kombu refuses
+        that because a replayed pipeline may push a message twice, and a copy of a zkqueue
+        message is harmless (it carries its slot's token: the copy finds its slot busy or
+        done, and is acknowledged)."""
+        return True
+
     def _dead(self, raw: bytes, queue: str, reason: str) -> None:
         log.error("dead letter from queue %s: %s (%d bytes; `zkqueue dead-letters list`)", queue, reason, len(raw))
         try:
@@ -111,7 +119,80 @@ class _Guard:
             log.error("could not record the dead letter: %s", exc)
         return None
 
+    # Acknowledgements ride on the next BRPOP: a worker acknowledges a partition and at once
+    # asks for the next one, so the HDEL of kombu's unacked hash is sent in the same write as
+    # that BRPOP (one request for Redis to wake for, not two). `_acks_due`: delivery tags
+    # acknowledged, their HDEL not sent yet; `_acks_sent_on`: the socket an HDEL went out on
+    # ahead of the BRPOP in flight, whose reply comes first.
+    _acks_due: list | None = None
+    _acks_sent_on = None
+
+    def defer_ack(self, delivery_tag: str) -> bool:
+        """Keeps `delivery_tag`'s HDEL for the next BRPOP; False (delete it now) while a BRPOP
+        is in flight already, or under a global key prefix (kombu prefixes the BRPOP only)."""
+        if self._in_poll or self.global_keyprefix or self._closing:
+            return False
+        if self._acks_due is None:
+            self._acks_due = []
+        self._acks_due.append(delivery_tag)
+        return True
+
+    def _delete_acked(self, tags: list) -> None:
+        if tags:
+            with self.conn_or_acquire() as client:
+                client.hdel(self.unacked_key, *tags)
+
+    def close(self):
+        acks, self._acks_due = self._acks_due or [], None
+        try:
+            self._delete_acked(acks)
+        except Exception as exc:   # noqa: BLE001 - the reaper drops what is left (see _read_ack_reply)
+            log.warning("could not delete %d acknowledged messages' entries: %s", len(acks), exc)
+        super().close()
+
+    def _brpop_start(self, timeout=None):
+        # kombu's, with the acknowledgements due sent ahead of the BRPOP in one write.
+        acks, self._acks_due = self._acks_due or [], None
+        if timeout is None:
+            timeout = self.brpop_timeout
+        queues = self._queue_cycle.consume(len(self.active_queues))
+        if not queues:
+            self._delete_acked(acks)
+            return
+        lists = [self._q_for_pri(queue, pri) for pri in self.priority_steps for queue in queues]
+        brpop = ("BRPOP", *lists, timeout or 0)
+        if self.global_keyprefix:
+            brpop = tuple(self.client._prefix_args(list(brpop)))
+        conn = self.client.connection
+        self._in_poll = conn
+        self._brpop_sent_at = time.monotonic()
+        if not acks:
+            conn.send_command(*brpop)
+            return
+        conn.send_packed_command(conn.pack_commands([("HDEL", self.unacked_key, *acks), brpop]))
+        self._acks_sent_on = conn._sock
+
+    def _read_ack_reply(self) -> None:
+        """Reads the reply of the HDEL sent ahead of the BRPOP in flight, if one was. Raises
+        Empty when the BRPOP's own reply has not come yet (the socket was readable for the
+        HDEL's): the BRPOP stays in flight. A connection replaced meanwhile took the reply
+        with it; an entry the HDEL may not have deleted is the reaper's (coordinator/reaper.py
+        drops the unacked copy of a message whose slots moved on)."""
+        sent_on, self._acks_sent_on = self._acks_sent_on, None
+        conn = self.client.connection
+        if sent_on is None or conn is None or conn._sock is not sent_on:
+            return
+        try:
+            self.client.parse_response(conn, "HDEL")
+        except self.connection_errors:
+            conn.disconnect()
+            self._in_poll = None
+            raise
+        if not self._closing and not conn.can_read(timeout=0):
+            raise Empty()
+
     def _brpop_read(self, **options):
+        self._read_ack_reply()
         try:
             try:
                 dest_item = self.client.parse_response(self.client.connection, "BRPOP", **options)
@@ -198,6 +279,14 @@ class _QoS(kombu_redis.QoS):
             client.hset(self.unacked_key, delivery_tag,
                         dumps([message._raw, delivery["exchange"], delivery["routing_key"]]))
         virtual.QoS.append(self, message, delivery_tag)
+
+    def ack(self, delivery_tag):
+        """Acknowledges at once in memory; the HDEL goes out with the channel's next BRPOP
+        (Channel.defer_ack) when it can."""
+        if self.channel.defer_ack(delivery_tag):
+            virtual.QoS.ack(self, delivery_tag)
+            return
+        super().ack(delivery_tag)
 
     def _remove_from_indices(self, delivery_tag, pipe=None):
         with self.pipe_or_acquire(pipe) as pipe:
