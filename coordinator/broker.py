@@ -310,7 +310,12 @@ def unacked_slots(r: redis.Redis) -> Iterator[tuple[str, tuple[str, str, int]]]:
     Raises:
         redis.RedisError: Redis cannot be reached.
     """
-    for tag, raw in r.hgetall(UNACKED_HASH).items():
+    yield from unacked_slots_in(r.hgetall(UNACKED_HASH))
+
+
+def unacked_slots_in(entries: dict) -> Iterator[tuple[str, tuple[str, str, int]]]:
+    """unacked_slots() of the unacknowledged hash's `entries` as read (tag -> entry, bytes)."""
+    for tag, raw in entries.items():
         entry = _json(raw)        # [envelope, exchange, routing key]
         for slot in (task_slots(entry[0]) if isinstance(entry, list) and entry else ()):
             yield tag.decode(errors="replace"), slot

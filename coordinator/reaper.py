@@ -23,19 +23,22 @@ import random
 import socket
 import threading
 import time
+from typing import Callable
 
 import redis
 
 from . import keys
-from .broker import UNACKED_HASH, queue_lists, unacked_slots
+from .broker import UNACKED_HASH, queue_lists, unacked_slots, unacked_slots_in
 from .queue_index import QueueIndex
-from .registry import redis_time
 from .replies import Check, Lost, Parked, Reply, Resend
 from .scheduler import Scheduler, what
 
 log = logging.getLogger("zkqueue.reaper")
 
 DUE_BATCH = 500          # due slots read per round trip
+# A standby whose looks at the lock ride on its worker's heartbeat (looks_carried) still looks
+# by itself when none has told it anything for this long (the heartbeat thread stalled).
+CARRIED_LOOK_FALLBACK_S = 10.0
 # Dead workers (no heartbeat for a minute or more) are looked for every FORGET_EVERY ticks,
 # not every tick: their cutoff is a minute, their cost a TIME and a ZRANGEBYSCORE.
 FORGET_EVERY = 10
@@ -49,21 +52,43 @@ _RENEW = ("local owner = redis.call('GET', KEYS[1]) "
           "if owner == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
           "if owner then local t = redis.call('PTTL', KEYS[1]) if t < 1 then t = 1 end return -t end "
           "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0")
+# A tick's first request: _RENEW, then, when the lock is ours, Redis's clock and what the tick
+# reads first (the due deadlines and checks, a batch of each; the routed slots; the
+# unacknowledged messages), so that an owner's quiet tick costs one request, not six.
+_SCAN = ("local owner = redis.call('GET', KEYS[1]) "
+         "if owner == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) "
+         "elseif owner then local t = redis.call('PTTL', KEYS[1]) if t < 1 then t = 1 end return {-t} "
+         "elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end "
+         "local t = redis.call('TIME') "
+         "local now = t[1] .. '.' .. string.format('%06d', tonumber(t[2])) "
+         "return {1, now, "
+         "redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, ARGV[3]), "
+         "redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, ARGV[3]), "
+         "redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[5])}")
 
 
 class Reaper:
     """One reaper loop over a Scheduler's Redis."""
 
-    def __init__(self, scheduler: Scheduler, *, owner: str | None = None):
+    def __init__(self, scheduler: Scheduler, *, owner: str | None = None, looks_carried: bool = False):
+        """`looks_carried`: while a standby, its looks at the lock (PTTL) ride on its worker's
+        heartbeat (registry.Beat's `lock_watch`: look_due, saw_lock), one request for both,
+        rather than a request of their own; run() then sleeps until a look finds the lock
+        gone, or CARRIED_LOOK_FALLBACK_S."""
         self.s = scheduler
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
         self.interval_s = scheduler.settings.reaper_interval_s
         self.lock_ttl_ms = int(max(3 * self.interval_s, 2.0) * 1000)
         self._renew = scheduler.r.register_script(_RENEW)
+        self._scan = scheduler.r.register_script(_SCAN)
         self._release = scheduler.r.register_script(_RELEASE)
         self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
         self._next_try_s = self.interval_s          # how long run() waits before the next tick
         self._held = False                          # the last try found the lock ours
+        self._looks_carried = looks_carried
+        self._look_at = 0.0                         # when a standby's next look is due (monotonic)
+        self._seen_gone = False                     # a carried look found the lock gone
+        self._wake = threading.Event()              # ... and woke run()
         self._ticks = 0                             # ticks as the owner (FORGET_EVERY)
         # Unacknowledged messages whose every slot was seen claimed (not queued under the
         # message's token): their consumer started them, so they are never orphans; not looked
@@ -83,15 +108,53 @@ class Reaper:
         the lock is gone, or has no expiry. Every worker process runs a standby: at 16
         workers their scripts (three commands) every lock TTL were over a command a partition.
         """
-        if not self._held:
-            left_ms = self.s.r.pttl(keys.reaper_lock())
-            if left_ms > 0:
-                self._next_try_s = max(self.interval_s, left_ms / 1000.0)
-                return False
-        got = int(self._renew(keys=[keys.reaper_lock()], args=[self.owner, self.lock_ttl_ms]))
+        if self._lock_lives():
+            return False
+        return self._took(int(self._renew(keys=[keys.reaper_lock()], args=[self.owner, self.lock_ttl_ms])))
+
+    def _lock_lives(self) -> bool:
+        """A standby's look at the lock (one PTTL): True while another's lock lives, and then
+        its next try is when the lock would expire unless renewed. False at once when a look
+        its heartbeat carried found the lock gone."""
+        if self._held:
+            return False
+        if self._seen_gone:
+            self._seen_gone = False
+            return False
+        left_ms = self.s.r.pttl(keys.reaper_lock())
+        if left_ms > 0:
+            self._waits(left_ms)
+            return True
+        return False
+
+    def _waits(self, left_ms: int) -> None:
+        """Another's lock lives `left_ms` more: the next look and try are when it would expire
+        unless renewed (not before the interval)."""
+        self._next_try_s = max(self.interval_s, left_ms / 1000.0)
+        self._look_at = time.monotonic() + self._next_try_s
+
+    def look_due(self) -> bool:
+        """Whether a heartbeat should carry a look at the lock for this standby now."""
+        return self._looks_carried and not self._held and time.monotonic() >= self._look_at
+
+    def saw_lock(self, left_ms: int) -> None:
+        """What a look the heartbeat carried found (PTTL): another's lock living `left_ms`
+        more, or none (then run() wakes and tries it)."""
+        if left_ms > 0:
+            self._waits(left_ms)
+            return
+        self._seen_gone = True
+        self._wake.set()
+
+    def _took(self, got: int) -> bool:
+        """What a try of the lock answered (_RENEW's or _SCAN's first item): 1 ours, 0 not
+        taken, minus the milliseconds another's lock lives. True when ours."""
         self._held = got > 0
         # A standby's next try: when the owner's lock would expire (not before the interval).
-        self._next_try_s = max(self.interval_s, -got / 1000.0) if got < 0 else self.interval_s
+        if got < 0:
+            self._waits(-got)
+        else:
+            self._next_try_s = self.interval_s
         return self._held
 
     def release(self) -> None:
@@ -107,12 +170,17 @@ class Reaper:
         Raises:
             redis.RedisError: Redis cannot be reached.
         """
-        if not self.acquire():
+        if self._lock_lives():
+            return 0
+        scan = self._scan(keys=[keys.reaper_lock(), keys.deadlines(), keys.checks(), keys.routed(), UNACKED_HASH],
+                          args=[self.owner, self.lock_ttl_ms, DUE_BATCH])
+        if not self._took(int(scan[0])):
             return 0
         acted = 0
-        # Redis's clock read once per tick (TIME), and carried on by this host's monotonic
-        # clock for the rest of it (a tick lasts about an interval at most).
-        started, redis_now = time.monotonic(), redis_time(self.s.r)
+        # Redis's clock read once per tick (the scan's TIME), and carried on by this host's
+        # monotonic clock for the rest of it (a tick lasts about an interval at most).
+        started, redis_now = time.monotonic(), float(scan[1])
+        first_due = {keys.deadlines(): scan[2], keys.checks(): scan[3]}
 
         def now() -> float:
             return redis_now + (time.monotonic() - started)
@@ -120,19 +188,21 @@ class Reaper:
         # Due slots in batches, oldest deadline first, until none is left or the tick has
         # used its interval: first zkq:deadlines (sends, leases, parked slots), then with what
         # is left of the interval zkq:checks (queued messages to look for), so that a lease
-        # that expired never waits behind the checks of a long queue.
+        # that expired never waits behind the checks of a long queue. The first batch of each
+        # came with the scan.
         budget_end = started + self.interval_s
         for zset in (keys.deadlines(), keys.checks()):
+            due = first_due[zset]
             while True:
-                due = self.s.r.zrangebyscore(zset, "-inf", now(), start=0, num=DUE_BATCH)
                 acted += self._reap(due) if zset == keys.deadlines() else self._recheck(due)
                 if len(due) < DUE_BATCH or time.monotonic() > budget_end or not self.acquire():
                     break
-        acted += self._adopt_orphans()
-        routed_now = now()
-        for raw, routed_at in self.s.r.zrange(keys.routed(), 0, -1, withscores=True):
+                due = self.s.r.zrangebyscore(zset, "-inf", now(), start=0, num=DUE_BATCH)
+        acted += self._adopt_orphans(dict(zip(scan[5][::2], scan[5][1::2])))
+        routed, routed_now = scan[4], now()
+        for raw, routed_at in zip(routed[::2], routed[1::2]):
             job_id, slot = keys.parse_member(raw.decode())
-            acted += self._routed(job_id, slot, waited_s=routed_now - routed_at)
+            acted += self._routed(job_id, slot, waited_s=routed_now - float(routed_at))
         if self._ticks % FORGET_EVERY == 0:
             self._forget_dead_workers(now())
         self._ticks += 1
@@ -218,8 +288,9 @@ class Reaper:
                 acted += 1
         return acted
 
-    def _adopt_orphans(self) -> int:
-        """Re-sends messages whose consumer died after taking them and before claiming them.
+    def _adopt_orphans(self, unacked: dict) -> int:
+        """Re-sends messages whose consumer died after taking them and before claiming them
+        (`unacked`: the hash of unacknowledged messages, as the tick's scan read it).
 
         A live worker claims a message it took within milliseconds, so a message unacknowledged
         for orphan_grace_s whose slot is still queued under its token lost its consumer (kombu
@@ -231,7 +302,7 @@ class Reaper:
         dropped: set[str] = set()     # tags whose unacknowledged copy a resend dropped already
         waiting: set[str] = set()     # tags with a slot still queued under the message's token
         due = []                      # (tag, job, slot, token) past their grace, not known claimed
-        for tag, (job_id, slot, token) in unacked_slots(self.s.r):
+        for tag, (job_id, slot, token) in unacked_slots_in(unacked):
             first = seen[tag] = self._unacked_seen.get(tag, now)
             if now - first >= self.s.settings.orphan_grace_s and tag not in self._claimed_tags:
                 due.append((tag, job_id, slot, token))
@@ -303,24 +374,32 @@ class Reaper:
             self.s.r.zrem(keys.workers(), worker_id)
 
     def run(self, stop: threading.Event) -> None:
-        """Ticks every interval until `stop` is set (a standby: when the lock would expire);
-        Redis errors are logged and retried."""
+        """Ticks every interval until `stop` is set (a standby: when the lock would expire;
+        with looks_carried, when a carried look found it gone); Redis errors are logged and
+        retried."""
         while not stop.is_set():
+            self._wake.clear()
             try:
                 self.tick()
             except redis.RedisError as exc:
                 log.warning("reaper: redis error: %s", exc)
             except Exception:   # a reaper that dies silently loses every later recovery
                 log.exception("reaper: unexpected error")
-            stop.wait(self._next_try_s)
+            if self._looks_carried and not self._held:
+                self._wake.wait(max(self._next_try_s, CARRIED_LOOK_FALLBACK_S))
+            else:
+                stop.wait(self._next_try_s)
         self.release()
 
-    def start_thread(self) -> tuple[threading.Thread, threading.Event]:
-        """Runs the loop in a daemon thread; set the returned event to stop it."""
+    def start_thread(self) -> Callable[[], None]:
+        """Runs the loop in a daemon thread; returns what stops it."""
         stop = threading.Event()
-        t = threading.Thread(target=self.run, args=(stop,), name="zkqueue-reaper", daemon=True)
-        t.start()
-        return t, stop
+        threading.Thread(target=self.run, args=(stop,), name="zkqueue-reaper", daemon=True).start()
+
+        def stop_it() -> None:
+            stop.set()
+            self._wake.set()
+        return stop_it
 
 
 def unserved_reason(live: list[dict]) -> str:

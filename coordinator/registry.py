@@ -57,14 +57,23 @@ class Registry:
             p.zadd(keys.workers(), {worker_id: now})
             p.execute()
 
-    def renew(self, worker_id: str) -> bool:
+    def renew(self, worker_id: str, lock_watch=None) -> bool:
         """Gives `worker_id`'s record its full TTL again, as a beat does; False when there is
-        no record to renew (it expired, Redis lost it, or the worker left).
+        no record to renew (it expired, Redis lost it, or the worker left). `lock_watch` (the
+        worker's reaper standby: look_due, saw_lock): when a look at the reaper lock is due,
+        its PTTL goes in the same request.
 
         Raises:
             redis.RedisError: Redis cannot be reached.
         """
-        return bool(self.r.pexpire(keys.worker(worker_id), self._ttl_ms()))
+        if lock_watch is None or not lock_watch.look_due():
+            return bool(self.r.pexpire(keys.worker(worker_id), self._ttl_ms()))
+        with self.r.pipeline(transaction=False) as p:
+            p.pexpire(keys.worker(worker_id), self._ttl_ms())
+            p.pttl(keys.reaper_lock())
+            renewed, left_ms = p.execute()
+        lock_watch.saw_lock(int(left_ms))
+        return bool(renewed)
 
     def _ttl_ms(self) -> int:
         return int(self.ttl_s * 1000)
@@ -102,10 +111,13 @@ class Beat:
     its record (one PEXPIRE), and writes it in full (Registry.beat: TIME, SET, ZADD) when
     what it says changed, when it is gone (expired while the worker stood still, Redis
     restarted, the reaper forgot the worker), or FULL_EVERY beats after the last full write.
+    A renewal carries the worker's reaper standby's look at the lock when one is due
+    (`lock_watch`: Registry.renew), so that the two cost one request.
     """
 
-    def __init__(self, registry: Registry, worker_id: str, *, full_every: int = FULL_EVERY):
+    def __init__(self, registry: Registry, worker_id: str, *, full_every: int = FULL_EVERY, lock_watch=None):
         self.registry, self.worker_id, self.full_every = registry, worker_id, full_every
+        self.lock_watch = lock_watch
         self._written: dict | None = None    # the last record written in full, less VOLATILE_MEMORY
         self._renewed = 0                    # beats since that write
 
@@ -117,7 +129,7 @@ class Beat:
         """
         steady = _steady(info)
         if (steady == self._written and self._renewed + 1 < self.full_every
-                and self.registry.renew(self.worker_id)):
+                and self.registry.renew(self.worker_id, self.lock_watch)):
             self._renewed += 1
             return
         self._written = None                 # a failed write is retried in full

@@ -42,7 +42,8 @@ class _KnownJobs:
     """Jobs this process found in Redis lately, with their partition count (which never
     changes): a consumer takes a job's messages one after another, and looks the job up once
     per KNOWN_JOB_S rather than once per message. A job that expired meanwhile gets its
-    message delivered; the claim then finds the job over and the message is acknowledged."""
+    message delivered; the claim then finds the job over and the message is acknowledged, so
+    the lookup may be old: a minute's keeps a fleet's lookups to one per worker and minute."""
 
     def __init__(self, ttl_s: float, size: int = 256):
         self.ttl_s, self.size = ttl_s, size
@@ -60,7 +61,7 @@ class _KnownJobs:
         self._seen[job_id] = (time.monotonic(), n)
 
 
-KNOWN_JOB_S = 5.0
+KNOWN_JOB_S = 60.0
 _known_jobs = _KnownJobs(KNOWN_JOB_S)
 
 

@@ -182,16 +182,13 @@ def _queue_link(settings, worker_id: str, consumed: list[str]):
     from zkqueue.workers.process import QueueLink
 
     sched = Scheduler(settings)
-
-    def start_reaper():
-        _, stop = Reaper(sched, owner=worker_id).start_thread()
-        return stop.set
-
-    # A heartbeat is mostly one PEXPIRE (Beat); the consumer watch's look one EXISTS.
-    return QueueLink(beat=Beat(sched.registry, worker_id),
+    # A heartbeat is mostly one PEXPIRE (Beat), carrying the reaper standby's look at the lock
+    # when one is due; the consumer watch's look one EXISTS.
+    reaper = Reaper(sched, owner=worker_id, looks_carried=True)
+    return QueueLink(beat=Beat(sched.registry, worker_id, lock_watch=reaper),
                      leave=lambda: sched.registry.remove(worker_id),
                      waiting=lambda: messages_waiting(sched.r, consumed),
-                     start_reaper=start_reaper,
+                     start_reaper=reaper.start_thread,
                      died_of_memory=lambda is_gone, how: sched.died_of_memory(worker_id, is_gone, how))
 
 

@@ -1,5 +1,5 @@
 """What a worker costs Redis every second, whatever it proves: its heartbeat, its reaper
-standby, its consumer watch. Each is counted here, command by command, on a real Redis, with
+standby (or the reaper's tick), its consumer watch. Each is counted here, command by command, on a real Redis, with
 the guarantee it keeps: a dead worker's record still expires after heartbeat_ttl_s, a reaper
 whose owner stops renewing is still replaced within the lock's TTL, a stalled consumer is
 still stopped."""
@@ -7,6 +7,7 @@ still stopped."""
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from queue_support import queue, wait_until  # noqa: F401  (fixture)
 
 from zkqueue.coordinator import keys
 from zkqueue.coordinator.broker import messages_waiting, queue_lists
-from zkqueue.coordinator.reaper import Reaper
+from zkqueue.coordinator.reaper import CARRIED_LOOK_FALLBACK_S, Reaper
 from zkqueue.coordinator.registry import FULL_EVERY, Beat, Registry
 from zkqueue.coordinator.scheduler import Scheduler
 from zkqueue.workers import consumer_watch
@@ -122,6 +123,78 @@ def test_a_reaper_standby_reads_only_the_locks_ttl_and_takes_over_when_it_lapses
     finally:
         owner.close()
         standby.close()
+
+
+@contextmanager
+def requests_sent(monkeypatch):
+    """How many requests (socket writes: a pipeline's commands go in one) this process sends
+    to Redis inside the block."""
+    sent = [0]
+    send = redis.Connection.send_packed_command
+
+    def send_packed_command(self, *args, **kwargs):
+        sent[0] += 1
+        return send(self, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(redis.Connection, "send_packed_command", send_packed_command)
+        yield sent
+
+
+def test_a_standbys_look_at_the_lock_rides_on_its_heartbeat_and_it_still_takes_over(queue, monkeypatch):
+    """A worker's reaper standby does not look at the lock (PTTL) in a request of its own:
+    the look rides on its heartbeat's renewal when due, one request for both. A carried look
+    that finds the lock gone wakes the standby, which takes the lock at once, well before it
+    would have looked by itself (CARRIED_LOOK_FALLBACK_S)."""
+    owner, standby = Scheduler(queue.settings()), Scheduler(queue.settings())
+    a = Reaper(owner, owner="a")
+    b = Reaper(standby, owner="b", looks_carried=True)
+    beat = Beat(standby.registry, "b", lock_watch=b)
+    stop = None
+    try:
+        assert a.acquire()
+        beat(_record([11], used=1))                        # the record in full
+        stop = b.start_thread()                           # looks once by itself: the lock lives
+        wait_until(lambda: not b.look_due(), 5, "the standby's first look")
+        with commands_sent(monkeypatch) as sent:
+            beat(_record([11], used=1))
+        assert sent == ["PEXPIRE"]                        # no look due yet
+        # The owner renews meanwhile (as its reaper's tick does).
+        wait_until(lambda: a.acquire() and b.look_due(), 2 * a.lock_ttl_ms / 1000, "the standby's next look")
+        with requests_sent(monkeypatch) as requests, commands_sent(monkeypatch) as sent:
+            beat(_record([11], used=1))
+        assert requests == [1] and sent == ["PEXPIRE", "PTTL"]
+        assert queue.r.get(keys.reaper_lock()) == b"a"   # a renews: b does not take it
+
+        # The owner stops renewing (it died): a carried look finds the lock gone.
+        queue.r.pexpire(keys.reaper_lock(), 200)
+        lapsed = time.monotonic()
+        wait_until(lambda: (beat(_record([11], used=1)), queue.r.get(keys.reaper_lock()) == b"b")[1],
+                   CARRIED_LOOK_FALLBACK_S - 2, "the standby to take the lapsed lock")
+        assert time.monotonic() - lapsed < CARRIED_LOOK_FALLBACK_S - 2
+    finally:
+        if stop:
+            stop()
+        owner.close()
+        standby.close()
+
+
+def test_the_owners_quiet_tick_is_one_request(queue, monkeypatch):
+    """The reaper holding the lock renews it and reads what its tick starts from (Redis's
+    clock, the due deadlines and checks, the routed slots, the unacknowledged messages) in one
+    script: a tick with nothing to do is one request, and the lock is renewed in full."""
+    s = Scheduler(queue.settings())
+    a = Reaper(s, owner="a")
+    try:
+        a.tick()                       # takes the lock (and looks for dead workers: FORGET_EVERY)
+        queue.r.pexpire(keys.reaper_lock(), 1000)
+        with commands_sent(monkeypatch) as sent:
+            assert a.tick() == 0
+        assert sent == ["EVALSHA"]
+        assert queue.r.get(keys.reaper_lock()) == b"a"
+        assert queue.r.pttl(keys.reaper_lock()) > a.lock_ttl_ms - 1000
+    finally:
+        s.close()
 
 
 def test_messages_waiting_costs_one_exists_when_nothing_waits(queue, monkeypatch):
