@@ -12,7 +12,8 @@ transition scripts, which fail the job with the reason when they run out.
 Any process may run a Reaper; a Redis lock (SET NX PX, renewed by its owner) keeps one
 active at a time, and another takes over within the lock TTL if the owner dies. A standby
 (every worker process runs one) reads only the lock's PTTL, once per lock TTL, and tries
-the lock when it is gone.
+the lock when it is gone; a worker's heartbeat carries that PTTL in its own request
+(looks_carried). The owner's tick starts with one script (_SCAN): a quiet tick is one request.
 """
 
 from __future__ import annotations

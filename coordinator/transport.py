@@ -13,10 +13,15 @@ for a job that exists. Anything else is recorded on the dead-letter list
 The channel's pub/sub reads (remote control) never block, nor send a second health-check
 PING: see _receive_one and _NonBlockingPubSub.
 
+Fewer requests for Redis to wake for: an acknowledgement's HDEL goes in the same write as
+the consumer's next BRPOP (defer_ack, _brpop_start), and a sender may pipeline its publishes
+(supports_batch_publish: coordinator/broker.py's Sender.held).
+
 Celery uses these classes through `broker_transport` (coordinator/broker.py's
-celery_config). Written against kombu 5's Redis channel, whose two read methods these
-replace; tests/test_queue_poison.py puts every kind of junk on every queue a worker
-consumes and checks that no worker goes down.
+celery_config). Written against kombu 5.7's Redis channel, whose two read methods and whose
+BRPOP start these replace; tests/test_queue_poison.py puts every kind of junk on every queue
+a worker consumes and checks that no worker goes down, and tests/test_queue_requests.py
+watches the acknowledgements ride.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What a partition costs Redis in requests, which Redis's CPU follows (each wakes it; see
-docs/performance.md): a submit's messages go in pipelines, and a worker's acknowledgement
+"""What a partition costs Redis in requests (each one Redis wakes for and reads, however many
+commands it carries): a submit's messages go in pipelines, and a worker's acknowledgement
 rides on its next BRPOP."""
 
 from __future__ import annotations
