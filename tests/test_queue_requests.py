@@ -47,6 +47,7 @@ def test_a_worker_acknowledges_each_message_in_the_request_of_its_next_brpop(que
     queue.ready(group)
     client = queue.client()
     watcher = redis.Redis.from_url(queue.redis_url)
+    db = watcher.connection_pool.connection_kwargs.get("db", 0)
     end = "zkq-test-end"
     commands = []
     with watcher.monitor() as monitor:
@@ -54,9 +55,13 @@ def test_a_worker_acknowledges_each_message_in_the_request_of_its_next_brpop(que
         wait_until(lambda: queue.r.hlen(UNACKED_HASH) == 0, 10, "the job's messages to be acknowledged")
         watcher.echo(end)
         while (c := monitor.next_command())["command"] != f"ECHO {end}":
-            commands.append((c["client_address"], c["client_port"], c["command"].split(" ")[0:2]))
+            # This test's database only (MONITOR shows every test process's), and no script's
+            # own commands (resend.lua's HDEL of a copy it sent again).
+            if c["db"] == db and c["client_type"] != "lua":
+                commands.append((c["client_address"], c["client_port"], c["command"].split(" ")[0:2]))
     acks = [i for i, (_, _, words) in enumerate(commands) if words == ["HDEL", UNACKED_HASH]]
-    assert len(acks) == len(PARTITIONS) + 1          # each partition's message and finalize's
+    # Each partition's message and finalize's, and any copy the reaper sent again meanwhile.
+    assert len(acks) >= len(PARTITIONS) + 1
     for i in acks:
         after = [words[0] for addr, port, words in commands[i + 1:] if (addr, port) == commands[i][:2]]
         assert after[:1] == ["BRPOP"], commands[i:i + 6]
