@@ -5,9 +5,9 @@ dead one alive.
 
 A heartbeat costs one command (`Beat`): a PEXPIRE of the worker's record, which keeps the
 record's TTL, and so the time a dead worker takes to be noticed, what it was (the worker's
-reaper standby's look at the lock rides in the same request when due: Registry.renew). The record is
-written in full (TIME, then SET with the TTL and ZADD of zkq:workers: Registry.beat) only
-when what it says changed, or every FULL_EVERY beats: the zkq:workers scores feed dead()
+reaper standby's look at the lock rides in the same request when due: Registry.renew). The
+record is written in full (TIME, then SET with the TTL and ZADD of zkq:workers:
+Registry.beat) only when what it says changed, or every FULL_EVERY beats: the zkq:workers scores feed dead()
 alone, whose cutoff is a minute or more, and live() lists every member whatever its score.
 """
 

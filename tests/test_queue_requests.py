@@ -32,7 +32,8 @@ def test_a_submit_pushes_its_messages_in_a_pipeline_per_chunk_not_a_request_each
                                 witnesses=[(f"{i:064x}", f"w{i}.wtns") for i in range(n)])
         reads = int(server.r.info("stats")["total_reads_processed"]) - before - 1      # less our INFO
         assert reads < n // 4, f"{reads} requests for {n} messages"
-        sent = [decode_task(loads(raw)) for lst in queue_lists(keys.SHARED_QUEUE) for raw in server.r.lrange(lst, 0, -1)]
+        sent = [decode_task(loads(raw))
+                for lst in queue_lists(keys.SHARED_QUEUE) for raw in server.r.lrange(lst, 0, -1)]
         assert sorted(int(m.slot) for m in sent if m.job_id == job_id) == list(range(n))
     finally:
         env.close()
