@@ -322,16 +322,28 @@ class GuardedSentinelChannel(_Guard, kombu_redis.SentinelChannel):
     QoS = _QoS
 
 
+# How long a consumer's BRPOP blocks on empty queues before kombu sends it again: kombu's 1 s
+# made every idle worker wake Redis every second for nothing (each wake of an idle Redis costs
+# it more than the command). A message pushed meanwhile ends the BRPOP at once whatever this
+# is; the acknowledgement deferred to the next BRPOP is sent now when one is in flight
+# (GuardedChannel.defer_ack), and kombu drops a BRPOP connection whose reply is overdue by
+# health_check_interval (connections.HEALTH_CHECK_S), so a half-open socket still costs
+# BRPOP_TIMEOUT_S + 2 x HEALTH_CHECK_S at most, under SOCKET_TIMEOUT_S.
+BRPOP_TIMEOUT_S = 5
+
+
 class GuardedTransport(kombu_redis.Transport):
     """kombu's Redis transport with GuardedChannel."""
 
     Channel = GuardedChannel
+    brpop_timeout = BRPOP_TIMEOUT_S
 
 
 class GuardedSentinelTransport(kombu_redis.SentinelTransport):
     """kombu's Redis Sentinel transport with GuardedSentinelChannel."""
 
     Channel = GuardedSentinelChannel
+    brpop_timeout = BRPOP_TIMEOUT_S
 
 
 def _redis_time(client) -> float:
