@@ -38,8 +38,9 @@ _HOST = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*))(?::(?P<port>\d+
 
 # A Redis that vanishes without closing the connection (a host cut off, a failover behind a
 # NAT) must turn into an error, not a hang: every socket gets a timeout. Blocking reads
-# (pub/sub, BRPOP) stay below it on their own (wait() polls every second; kombu's BRPOP
-# times out after 1 s and its health checks reconnect a connection silent for longer).
+# (pub/sub, BRPOP) stay below it on their own (wait() polls every second; a consumer's BRPOP
+# times out after transport.BRPOP_TIMEOUT_S, 5 s, and kombu's health checks reconnect a
+# connection silent for longer).
 SOCKET_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
 HEALTH_CHECK_S = 10

@@ -1,5 +1,5 @@
 """What a worker costs Redis every second, whatever it proves: its heartbeat, its reaper
-standby (or the reaper's tick), its consumer watch. Each is counted here, command by command, on a real Redis, with
+standby (or the reaper's tick), its consumer watch, its idle consumer's BRPOP. Each is counted here, command by command, on a real Redis, with
 the guarantee it keeps: a dead worker's record still expires after heartbeat_ttl_s, a reaper
 whose owner stops renewing is still replaced within the lock's TTL, a stalled consumer is
 still stopped."""
@@ -284,3 +284,46 @@ def test_reading_a_health_check_reply_of_the_broker_pubsub_sends_no_second_ping(
     finally:
         p.close()
         r.close()
+
+
+def test_an_idle_consumer_asks_redis_for_work_once_per_brpop_timeout_and_takes_a_message_at_once(
+        queue, monkeypatch):
+    """A worker's consumer blocks on its empty queues for BRPOP_TIMEOUT_S (kombu's 1 s woke an
+    idle Redis every second to be told "nothing"); a message sent while it blocks is taken at
+    once, not when the BRPOP would have timed out."""
+    import socket
+
+    from kombu import Connection, Queue
+
+    from zkqueue.coordinator import deadletter
+    from zkqueue.coordinator.broker import celery_config
+    from zkqueue.coordinator.transport import BRPOP_TIMEOUT_S
+
+    config = celery_config(queue.settings())
+    name = "zkq.test-idle-consumer"
+
+    def connect():
+        return Connection(queue.redis_url, transport=config["broker_transport"],
+                          transport_options=config["broker_transport_options"])
+
+    def drain(conn, seconds: float) -> float:
+        started = time.monotonic()
+        try:
+            conn.drain_events(timeout=seconds)
+        except socket.timeout:
+            pass
+        return time.monotonic() - started
+
+    with connect() as conn, conn.Consumer(Queue(name), accept=["json"]) as consumer:
+        consumer.qos(prefetch_count=1)
+        with commands_sent(monkeypatch) as sent:
+            drain(conn, BRPOP_TIMEOUT_S + 1)            # idle: a BRPOP, its timeout, the next one
+        assert sent.count("BRPOP") == 2, sent           # kombu's 1 s: 6 in those 6 s
+        # That second BRPOP is still blocking; a message pushed now ends it. (Not a zkqueue task:
+        # the guarded channel takes it off the queue into the dead letters.)
+        with connect() as other:
+            other.Producer().publish({"n": 1}, routing_key=name, declare=[Queue(name)], serializer="json")
+        waited = drain(conn, BRPOP_TIMEOUT_S)
+    assert not any(queue.r.llen(lst) for lst in queue_lists(name))
+    assert [d["queue"] for d in deadletter.listing(queue.r)] == [name]
+    assert waited < 1.0
