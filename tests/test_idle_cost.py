@@ -1,8 +1,8 @@
 """What a worker costs Redis every second, whatever it proves: its heartbeat, its reaper
-standby (or the reaper's tick), its consumer watch, its idle consumer's BRPOP. Each is counted here, command by command, on a real Redis, with
-the guarantee it keeps: a dead worker's record still expires after heartbeat_ttl_s, a reaper
-whose owner stops renewing is still replaced within the lock's TTL, a stalled consumer is
-still stopped."""
+standby (or the reaper's tick), its consumer watch, its idle consumer's BRPOP. Each is counted
+here, command by command, on a real Redis, with the guarantee it keeps: a dead worker's record
+still expires after heartbeat_ttl_s, a reaper whose owner stops renewing is still replaced
+within the lock's TTL, a stalled consumer is still stopped, a message is still taken at once."""
 
 from __future__ import annotations
 
