@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import re
 import ssl
+import weakref
 from dataclasses import dataclass
+from typing import Callable
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -172,3 +174,32 @@ def celery_broker(settings: Settings, proc: ProcessSettings | None = None) -> di
         sentinel_kw.update(ssl=True, **tls_kwargs(proc))
     options.update(master_name=settings.redis_sentinel_master, sentinel_kwargs=sentinel_kw)
     return conf
+
+
+class Reconnects:
+    """Calls `again()` whenever a connection of `client` that was connected before connects
+    again: Redis restarted or failed over, or the connection broke. What Redis acknowledged
+    shortly before may be gone with it (a SIGKILLed Redis loses up to its last second or two of
+    writes under `appendfsync everysec`; a replica promoted by Sentinel, what it had not
+    received). redis-py reconnects and retries on its own, so callers see no error then.
+
+    Watches the connections the client's pool makes from now on: build it before the client
+    is used."""
+
+    def __init__(self, client: redis.Redis, again: Callable[[], None]):
+        self._again = again
+        self._seen: weakref.WeakSet = weakref.WeakSet()     # connections connected once
+        pool = client.connection_pool
+        make = pool.make_connection
+
+        def make_watched():
+            conn = make()
+            conn.register_connect_callback(self._connected)     # a weak method: make_watched keeps self
+            return conn
+        pool.make_connection = make_watched
+
+    def _connected(self, conn) -> None:
+        if conn in self._seen:
+            self._again()
+        else:
+            self._seen.add(conn)

@@ -29,6 +29,7 @@ from typing import Callable
 import redis
 
 from . import keys
+from .connections import Reconnects
 from .broker import UNACKED_HASH, queue_lists, unacked_slots, unacked_slots_in
 from .queue_index import QueueIndex
 from .replies import Check, Lost, Parked, Reply, Resend
@@ -66,6 +67,14 @@ _SCAN = ("local owner = redis.call('GET', KEYS[1]) "
          "redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, ARGV[3]), "
          "redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, ARGV[3]), "
          "redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[5])}")
+# Makes up to ARGV[1] queued checks not yet due (zkq:checks) due now; returns how many.
+_DUE_NOW = ("local t = redis.call('TIME') "
+            "local now = t[1] .. '.' .. string.format('%06d', tonumber(t[2])) "
+            "local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'LIMIT', 0, ARGV[1]) "
+            "local args = {} "
+            "for _, m in ipairs(later) do table.insert(args, now) table.insert(args, m) end "
+            "if #args > 0 then redis.call('ZADD', KEYS[1], 'XX', unpack(args)) end "
+            "return #later")
 
 
 class Reaper:
@@ -83,6 +92,12 @@ class Reaper:
         self._renew = scheduler.r.register_script(_RENEW)
         self._scan = scheduler.r.register_script(_SCAN)
         self._release = scheduler.r.register_script(_RELEASE)
+        self._due_now = scheduler.r.register_script(_DUE_NOW)
+        # After Redis restarted, failed over or broke a connection, what it acknowledged just
+        # before may be gone: a queued slot's message among it, which its check would find
+        # missing only QUEUED_CHECK_S later. The owner's next tick makes every check due now.
+        self._checks_due_now = False
+        self._reconnects = Reconnects(scheduler.r, self._reconnected)
         self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
         self._next_try_s = self.interval_s          # how long run() waits before the next tick
         self._held = False                          # the last try found the lock ours
@@ -177,6 +192,8 @@ class Reaper:
                           args=[self.owner, self.lock_ttl_ms, DUE_BATCH])
         if not self._took(int(scan[0])):
             return 0
+        if self._checks_due_now:
+            self._make_checks_due()
         acted = 0
         # Redis's clock read once per tick (the scan's TIME), and carried on by this host's
         # monotonic clock for the rest of it (a tick lasts about an interval at most).
@@ -208,6 +225,28 @@ class Reaper:
             self._forget_dead_workers(now())
         self._ticks += 1
         return acted
+
+    def _reconnected(self) -> None:
+        self._checks_due_now = True
+
+    def _make_checks_due(self) -> None:
+        """Every queued slot's check due now (they are served from the next tick on, after the
+        deadlines, as any due check): its message is looked for at once, and sent again if it
+        is gone with what Redis lost."""
+        self._checks_due_now = False
+        made = 0
+        try:
+            while True:
+                n = int(self._due_now(keys=[keys.checks()], args=[DUE_BATCH]))
+                made += n
+                if n < DUE_BATCH:
+                    break
+        except redis.RedisError:
+            self._checks_due_now = True         # the next tick goes on with it
+            raise
+        if made:
+            log.warning("reaper: Redis reconnected (restarted, failed over, or a connection broke); %d queued "
+                        "partitions' messages looked for now, not at their next check", made)
 
     def _reap(self, due: list[bytes]) -> int:
         """Acts on slots whose deadline passed (reap.lua decides what each calls for)."""

@@ -339,6 +339,37 @@ def test_redis_down_for_30s_and_restarted_from_its_append_only_file_mid_job(queu
         server.close()
 
 
+def test_a_message_gone_with_what_a_crashed_redis_lost_is_sent_again_at_once_not_at_its_check(queue, tmp_path):
+    """A SIGKILLed Redis restarted from its append-only file may have lost its last writes, a
+    queued partition's message among them (the soak saw it). The reaper does not wait for that
+    partition's queued check (60 s here): Redis reconnected, every check is due at once."""
+    from zkqueue.coordinator.client import Client
+
+    data = tmp_path / "redis"
+    data.mkdir()
+    server = PrivateRedis(data_dir=data)
+    try:
+        queue.redis_url, queue.r = server.url, server.r
+        client = Client(settings=queue.settings(queued_check_s=60))
+        queue.clients.append(client)
+        job = client.submit(ZKEY, PARTITIONS[:1])
+        # What the crash will have lost: the message, not the slot queued for it.
+        assert queue.r.delete(*queue_lists(keys.SHARED_QUEUE)) == 1
+        group = queue.start_workers(1, env={"ZKQUEUE_QUEUED_CHECK_S": "60"})
+        queue.ready(group)
+        wait_until(lambda: queue.r.get(keys.reaper_lock()), 30, "the worker's reaper to hold the lock")
+        server.crash()
+        server.start()
+        restarted = time.monotonic()
+        assert [p.index for p in job.wait(30).partitions] == [0]
+        assert time.monotonic() - restarted < 20
+        assert len(_events(job.status(), "resent")) == 1
+    finally:
+        for g in queue.groups:
+            g.kill()
+        server.close()
+
+
 def _worker_pids(group) -> list[int]:
     import psutil
     try:
