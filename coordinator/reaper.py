@@ -14,6 +14,10 @@ active at a time, and another takes over within the lock TTL if the owner dies. 
 (every worker process runs one) reads only the lock's PTTL, once per lock TTL, and tries
 the lock when it is gone; a worker's heartbeat carries that PTTL in its own request
 (looks_carried). The owner's tick starts with one script (_SCAN): a quiet tick is one request.
+
+When Redis restarted, failed over, or broke the reaper's connection, it may have lost what it
+acknowledged just before; the owner then looks for every queued partition's message at once
+(the next tick), not at each one's next check.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from typing import Callable
 import redis
 
 from . import keys
-from .connections import Reconnects
 from .broker import UNACKED_HASH, queue_lists, unacked_slots, unacked_slots_in
+from .connections import Reconnects
 from .queue_index import QueueIndex
 from .replies import Check, Lost, Parked, Reply, Resend
 from .scheduler import Scheduler, what
