@@ -97,10 +97,7 @@ class Reaper:
         self._scan = scheduler.r.register_script(_SCAN)
         self._release = scheduler.r.register_script(_RELEASE)
         self._due_now = scheduler.r.register_script(_DUE_NOW)
-        # After Redis restarted, failed over or broke a connection, what it acknowledged just
-        # before may be gone: a queued slot's message among it, which its check would find
-        # missing only QUEUED_CHECK_S later. The owner's next tick makes every check due now.
-        self._checks_due_now = False
+        self._checks_due_now = False                # Redis reconnected: see the module's docstring
         self._reconnects = Reconnects(scheduler.r, self._reconnected)
         self._unacked_seen: dict[str, float] = {}   # delivery tag -> when this reaper first saw it
         self._next_try_s = self.interval_s          # how long run() waits before the next tick
