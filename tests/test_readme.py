@@ -111,6 +111,22 @@ def test_the_readme_commands_exist():
             f"`zkqueue {' '.join(words)} --help` failed: {proc.stdout}{proc.stderr}"
 
 
+def test_a_bench_run_as_the_docs_write_it_runs_under_the_checkouts_venv(tmp_path):
+    """The docs run benches as `bench/NAME`: its `#!/usr/bin/env python3` is the system
+    Python, which lacks redis, psutil and the rest; bench/_venv.py runs the script again under
+    .venv (this Python), and leaves a script run under any venv where it is."""
+    system_python = Path(sys.base_prefix) / "bin" / "python3"
+    if not system_python.exists() or sys.prefix == sys.base_prefix:
+        pytest.skip("needs the suite to run in a venv made from a system Python")
+    probe = tmp_path / "probe"      # a bench script's first lines (bench/ is a script's own folder)
+    probe.write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+                     "import _venv  # noqa: F401\nprint(sys.prefix)\n")
+    outside = subprocess.run([system_python, probe], capture_output=True, text=True, timeout=60)
+    inside = subprocess.run([sys.executable, probe], capture_output=True, text=True, timeout=60)
+    assert outside.returncode == 0 and outside.stdout.strip() == str(ROOT / ".venv"), outside
+    assert inside.stdout.strip() == sys.prefix, inside
+
+
 @pytest.mark.parametrize("page", ["operations.md", "performance.md", "gpu.md", "http-api.md", "architecture.md"])
 def test_the_readme_links_every_page(page):
     assert f"](docs/{page})" in README.read_text()
