@@ -282,14 +282,18 @@ class Fleet:
                 f"sentinel parallel-syncs {MASTER} 1", ""]))
             self.redis_procs[f"sentinel-{h.name}"] = h.popen(["redis-server", conf, "--sentinel"], log="sentinel")
 
+        # Every sentinel must know the replica, not just one (discover_slaves asks them in turn):
+        # a sentinel learns of replicas from the primary's INFO every 10 s, and one whose first
+        # INFO came before the replica attached, if the vote makes it the failover's leader,
+        # aborts it with "no good slave" (seen on a loaded CI VM).
         def ready():
             from redis.sentinel import Sentinel
             s = Sentinel([(h.addr, SENTINEL_PORT) for h in self.redis_hosts],
                          sentinel_kwargs={"ssl": True, "ssl_ca_certs": str(self.certs.ca), "socket_timeout": 2})
             try:
                 return (s.discover_master(MASTER) == (primary.addr, REDIS_TLS_PORT)
-                        and len(s.discover_slaves(MASTER)) == 1
-                        and all(len(s.sentinel_sentinels(MASTER)) >= 2 for s in s.sentinels))
+                        and all(len(each.sentinel_slaves(MASTER)) == 1 for each in s.sentinels)
+                        and all(len(each.sentinel_sentinels(MASTER)) >= 2 for each in s.sentinels))
             except Exception:        # noqa: BLE001 - not up yet
                 return False
         wait_until(lambda: self.client.call(ready), 60, "the sentinels to know the primary, the replica and "
