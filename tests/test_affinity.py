@@ -49,8 +49,8 @@ def interleaved_jobs(client, rounds: int):
 @pytest.mark.parametrize("affinity", [True, False], ids=["affinity", "no-affinity"])
 def test_three_keys_interleaved_on_three_workers_load_each_key_on_few_of_them(queue, affinity):  # noqa: F811
     # A load takes 2 s here: a CI machine running another test module beside this one proves
-    # a 2^10 partition in up to 0.4 s, and a holder 3 partitions behind is then worth waiting
-    # for only when a load costs more than that (with 1 s, such a holder loses to a load here).
+    # a 2^10 partition in up to 0.4 s, so a holder 3 partitions behind frees in about 1.2 s,
+    # later than a 1 s load here would take (choose() then rightly loads the key here).
     group = queue.start_workers(3, fault="slow-load:2" if affinity else "slow-load:1", env={**ONE_KEY_CACHE,
                                                               "ZKQUEUE_KEY_AFFINITY": "1" if affinity else "0"})
     queue.ready(group, timeout_s=120)
